@@ -1,0 +1,703 @@
+//! The reference interpreter: runs a kernel's IR on the CPU, one program after another, with the
+//! semantics the GPU has (masks and `other`, rounding after every op in the op's dtype, dot
+//! accumulating in its result dtype). It is the reference every GPU result is compared with, so
+//! it is written to be obviously right rather than fast.
+//!
+//! It never exhibits undefined behaviour: an unmasked out-of-bounds access, an integer division
+//! by zero, a failed `assert` or a wrong hint is an [`InterpError`] naming the op, its source
+//! location, the program and the element.
+
+pub mod scalar;
+
+use std::fmt;
+
+use crate::ir::*;
+pub use scalar::Scalar;
+
+/// A host buffer a kernel's pointer parameters point into.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub name: String,
+    pub dtype: DType,
+    pub data: Vec<Scalar>,
+}
+
+impl Buffer {
+    pub fn new(name: impl Into<String>, dtype: DType, data: Vec<Scalar>) -> Buffer {
+        Buffer { name: name.into(), dtype, data }
+    }
+
+    pub fn from_f64(name: impl Into<String>, dtype: DType, values: &[f64]) -> Buffer {
+        let data = values.iter().map(|v| scalar::cast(DType::F64, dtype, Scalar::F(*v), false)).collect();
+        Buffer::new(name, dtype, data)
+    }
+
+    pub fn to_f64(&self) -> Vec<f64> {
+        self.data.iter().map(|e| e.as_f64(self.dtype)).collect()
+    }
+}
+
+/// A kernel argument: a buffer (by index into the buffer list) or a scalar.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    Buffer(usize),
+    Scalar(Scalar),
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct InterpError {
+    pub message: String,
+    pub op: String,
+    pub loc: Loc,
+    pub program: [u32; 3],
+}
+
+impl fmt::Display for InterpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message)?;
+        if !self.op.is_empty() {
+            write!(f, " (in `{}`", self.op)?;
+            if self.loc != Loc::default() {
+                write!(f, " at {}:{}", self.loc.line, self.loc.col)?;
+            }
+            write!(f, ", program {:?})", self.program)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a run printed (`print` ops), one line per program and op.
+pub type Output = Vec<String>;
+
+/// Runs `kernel` over `grid` programs. Pointer parameters take `Arg::Buffer` and are bound to
+/// `buffers`; the kernel's stores land there.
+pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]) -> Result<Output, InterpError> {
+    let top = |m: String| InterpError { message: m, op: String::new(), loc: Loc::default(), program: [0; 3] };
+    if args.len() != kernel.params.len() {
+        return Err(top(format!("`{}` takes {} arguments, {} given", kernel.name, kernel.params.len(), args.len())));
+    }
+    if grid.contains(&0) {
+        return Err(top(format!("grid {grid:?} has no programs")));
+    }
+    let mut env: Vec<Option<Tile>> = vec![None; kernel.values.len()];
+    for (p, a) in kernel.params.iter().zip(args) {
+        let tile = match (p.elem, a) {
+            (Elem::Ptr { pointee, .. }, Arg::Buffer(i)) => {
+                let b = buffers.get(*i).ok_or_else(|| top(format!("parameter `{}`: no buffer {i}", p.name)))?;
+                if b.dtype != pointee {
+                    return Err(top(format!("parameter `{}` points to {pointee} but buffer `{}` holds {}", p.name, b.name, b.dtype)));
+                }
+                Tile { shape: vec![], data: Data::P(vec![Ptr { buf: *i as u32, off: 0 }]) }
+            }
+            (Elem::Scalar(d), Arg::Scalar(e)) => {
+                let ok = matches!((e, d.is_float(), d.is_bool()), (Scalar::F(_), true, _) | (Scalar::B(_), _, true) | (Scalar::I(_), false, false));
+                if !ok {
+                    return Err(top(format!("parameter `{}` is {d}; the argument {e:?} is not", p.name)));
+                }
+                Tile::scalar(*e)
+            }
+            _ => return Err(top(format!("parameter `{}` is {}; the argument does not match", p.name, p.elem))),
+        };
+        env[p.value.0 as usize] = Some(tile);
+    }
+    let mut m = Machine { k: kernel, env, buffers, grid, pid: [0; 3], out: Vec::new() };
+    for z in 0..grid[2] {
+        for y in 0..grid[1] {
+            for x in 0..grid[0] {
+                m.pid = [x, y, z];
+                m.region(&kernel.body)?;
+            }
+        }
+    }
+    Ok(m.out)
+}
+
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Ptr {
+    buf: u32,
+    /// Offset in elements of the buffer's dtype.
+    off: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Data {
+    E(Vec<Scalar>),
+    P(Vec<Ptr>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Tile {
+    shape: Vec<usize>,
+    data: Data,
+}
+
+impl Tile {
+    fn scalar(e: Scalar) -> Tile {
+        Tile { shape: vec![], data: Data::E(vec![e]) }
+    }
+    fn elems(&self) -> &[Scalar] {
+        match &self.data {
+            Data::E(v) => v,
+            Data::P(_) => &[],
+        }
+    }
+    /// The same elements in a new order: element `i` of the result is element `src(i)`.
+    fn gather(&self, shape: Vec<usize>, src: impl Fn(usize) -> usize) -> Tile {
+        let n: usize = shape.iter().product();
+        let data = match &self.data {
+            Data::E(v) => Data::E((0..n).map(|i| v[src(i)]).collect()),
+            Data::P(v) => Data::P((0..n).map(|i| v[src(i)]).collect()),
+        };
+        Tile { shape, data }
+    }
+}
+
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Multi-index of flat index `i` in `shape` (row-major).
+fn unflatten(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        idx[d] = i % shape[d];
+        i /= shape[d];
+    }
+    idx
+}
+
+struct Machine<'a> {
+    k: &'a Kernel,
+    env: Vec<Option<Tile>>,
+    buffers: &'a mut [Buffer],
+    grid: [u32; 3],
+    pid: [u32; 3],
+    out: Output,
+}
+
+impl Machine<'_> {
+    fn get(&self, v: ValueId) -> &Tile {
+        self.env[v.0 as usize].as_ref().expect("a verified kernel defines every value before its uses")
+    }
+
+    fn set(&mut self, v: ValueId, t: Tile) {
+        self.env[v.0 as usize] = Some(t);
+    }
+
+    fn dtype(&self, v: ValueId) -> DType {
+        self.k.ty(v).dtype().unwrap_or(DType::I64)
+    }
+
+    fn err(&self, op: &Op, message: String) -> InterpError {
+        InterpError { message, op: op.kind.name().to_string(), loc: op.loc, program: self.pid }
+    }
+
+    /// Runs a region's ops; returns the values of its final `yield`.
+    fn region(&mut self, r: &Region) -> Result<Vec<Tile>, InterpError> {
+        for op in &r.ops {
+            if let OpKind::Yield = op.kind {
+                return Ok(op.operands.iter().map(|v| self.get(*v).clone()).collect());
+            }
+            self.op(op)?;
+        }
+        Ok(vec![])
+    }
+
+    fn elementwise(&self, op: &Op, f: impl Fn(&[Scalar]) -> Result<Scalar, &'static str>) -> Result<Tile, InterpError> {
+        let ins: Vec<&[Scalar]> = op.operands.iter().map(|v| self.get(*v).elems()).collect();
+        let n = ins.first().map_or(0, |x| x.len());
+        let mut out = Vec::with_capacity(n);
+        let mut args = vec![Scalar::B(false); ins.len()];
+        for i in 0..n {
+            for (a, x) in args.iter_mut().zip(&ins) {
+                *a = x[i];
+            }
+            out.push(f(&args).map_err(|m| self.err(op, format!("{m} at element {:?}", unflatten(i, &self.get(op.operands[0]).shape))))?);
+        }
+        Ok(Tile { shape: self.get(op.operands[0]).shape.clone(), data: Data::E(out) })
+    }
+
+    fn op(&mut self, op: &Op) -> Result<(), InterpError> {
+        let rt = op.results.first().map(|r| self.k.ty(*r).clone());
+        let res = |i: usize| op.results[i];
+        match &op.kind {
+            OpKind::Const(c) => {
+                let d = rt.unwrap().dtype().unwrap();
+                let e = match *c {
+                    ConstValue::Float(f) => Scalar::F(scalar::round_float(d, f)),
+                    c => Scalar::from_const(c),
+                };
+                self.set(res(0), Tile::scalar(e));
+            }
+            OpKind::ProgramId(a) => self.set(res(0), Tile::scalar(Scalar::I(self.pid[*a as usize] as i64))),
+            OpKind::NumPrograms(a) => self.set(res(0), Tile::scalar(Scalar::I(self.grid[*a as usize] as i64))),
+            OpKind::Arange { start, end } => {
+                let data = (*start..*end).map(Scalar::I).collect();
+                self.set(res(0), Tile { shape: vec![(end - start) as usize], data: Data::E(data) });
+            }
+            OpKind::Broadcast => {
+                let x = self.get(op.operands[0]);
+                let to = rt.unwrap().shape;
+                let off = to.len() - x.shape.len();
+                let xs = strides(&x.shape);
+                let from = x.shape.clone();
+                let t = x.gather(to.clone(), |i| {
+                    let idx = unflatten(i, &to);
+                    (0..from.len()).map(|d| if from[d] == 1 { 0 } else { idx[d + off] * xs[d] }).sum()
+                });
+                self.set(res(0), t);
+            }
+            OpKind::ExpandDims(_) | OpKind::Reshape => {
+                let mut t = self.get(op.operands[0]).clone();
+                t.shape = rt.unwrap().shape;
+                self.set(res(0), t);
+            }
+            OpKind::Permute(p) => {
+                let x = self.get(op.operands[0]);
+                let to = rt.unwrap().shape;
+                let xs = strides(&x.shape);
+                let t = x.gather(to.clone(), |i| {
+                    let idx = unflatten(i, &to);
+                    p.iter().enumerate().map(|(r, &src_axis)| idx[r] * xs[src_axis]).sum()
+                });
+                self.set(res(0), t);
+            }
+            OpKind::Join => {
+                let (a, b) = (self.get(op.operands[0]), self.get(op.operands[1]));
+                let data = match (&a.data, &b.data) {
+                    (Data::E(x), Data::E(y)) => Data::E(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect()),
+                    (Data::P(x), Data::P(y)) => Data::P(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect()),
+                    _ => unreachable!("verified: join of one type"),
+                };
+                self.set(res(0), Tile { shape: rt.unwrap().shape, data });
+            }
+            OpKind::Split => {
+                let x = self.get(op.operands[0]);
+                let shape = self.k.ty(res(0)).shape.clone();
+                let a = x.gather(shape.clone(), |i| 2 * i);
+                let b = x.gather(shape, |i| 2 * i + 1);
+                self.set(res(0), a);
+                self.set(res(1), b);
+            }
+            OpKind::Unary(u) => {
+                let d = self.dtype(op.operands[0]);
+                let t = self.elementwise(op, |a| Ok(scalar::unary(*u, d, a[0])))?;
+                self.set(res(0), t);
+            }
+            OpKind::Binary(b) => {
+                let d = self.dtype(op.operands[0]);
+                let t = self.elementwise(op, |a| scalar::binary(*b, d, a[0], a[1]))?;
+                self.set(res(0), t);
+            }
+            OpKind::Cmp(c) => {
+                let d = self.dtype(op.operands[0]);
+                let t = self.elementwise(op, |a| Ok(Scalar::B(scalar::compare(*c, d, a[0], a[1]))))?;
+                self.set(res(0), t);
+            }
+            OpKind::Fma => {
+                let d = self.dtype(op.operands[0]);
+                let t = self.elementwise(op, |a| match (a[0], a[1], a[2]) {
+                    (Scalar::F(x), Scalar::F(y), Scalar::F(z)) => Ok(Scalar::F(scalar::round_float(d, x.mul_add(y, z)))),
+                    _ => Err("fma on non-floats"),
+                })?;
+                self.set(res(0), t);
+            }
+            OpKind::Select => {
+                let (c, a, b) = (self.get(op.operands[0]), self.get(op.operands[1]), self.get(op.operands[2]));
+                let mask: Vec<bool> = c.elems().iter().map(|e| matches!(e, Scalar::B(true))).collect();
+                let data = match (&a.data, &b.data) {
+                    (Data::E(x), Data::E(y)) => Data::E((0..x.len()).map(|i| if mask[i] { x[i] } else { y[i] }).collect()),
+                    (Data::P(x), Data::P(y)) => Data::P((0..x.len()).map(|i| if mask[i] { x[i] } else { y[i] }).collect()),
+                    _ => unreachable!("verified: select of one type"),
+                };
+                self.set(res(0), Tile { shape: a.shape.clone(), data });
+            }
+            OpKind::Cast(r) => {
+                let (from, to) = (self.dtype(op.operands[0]), rt.unwrap().dtype().unwrap());
+                let rtz = *r == Rounding::Rtz;
+                let t = self.elementwise(op, |a| Ok(scalar::cast(from, to, a[0], rtz)))?;
+                self.set(res(0), t);
+            }
+            OpKind::Bitcast => {
+                let (from, to) = (self.dtype(op.operands[0]), rt.unwrap().dtype().unwrap());
+                let t = self.elementwise(op, |a| Ok(scalar::from_bits(to, scalar::to_bits(from, a[0]))))?;
+                self.set(res(0), t);
+            }
+            OpKind::PtrAdd => {
+                let (p, o) = (self.get(op.operands[0]), self.get(op.operands[1]));
+                let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+                let data = ps.iter().zip(o.elems()).map(|(p, e)| {
+                    let Scalar::I(i) = e else { unreachable!("verified: integer offset") };
+                    Ptr { buf: p.buf, off: p.off.wrapping_add(*i) }
+                });
+                self.set(res(0), Tile { shape: p.shape.clone(), data: Data::P(data.collect()) });
+            }
+            OpKind::Load { mask, other } => {
+                let t = self.load(op, *mask, *other)?;
+                self.set(res(0), t);
+            }
+            OpKind::Store { mask } => self.store(op, *mask)?,
+            OpKind::Atomic { op: a, mask } => {
+                let t = self.atomic(op, Some(*a), *mask)?;
+                self.set(res(0), t);
+            }
+            OpKind::AtomicCas { mask } => {
+                let t = self.atomic(op, None, *mask)?;
+                self.set(res(0), t);
+            }
+            OpKind::Dot(p) => {
+                let t = self.dot(op, *p);
+                self.set(res(0), t);
+            }
+            OpKind::Reduce { op: r, axis } => {
+                let d = self.dtype(op.operands[0]);
+                let b = reduce_binop(*r);
+                let t = self.reduce(op, *axis, &mut |acc, x| scalar::binary(b, d, acc, x).map_err(String::from))?;
+                self.set(res(0), t);
+            }
+            OpKind::ArgReduce { max, axis } => {
+                let d = self.dtype(op.operands[0]);
+                let x = self.get(op.operands[0]).clone();
+                let shape = x.shape.clone();
+                let (outer, n, inner) = split_axis(&shape, *axis);
+                let xs = x.elems();
+                let mut out = Vec::with_capacity(outer * inner);
+                for o in 0..outer {
+                    for i in 0..inner {
+                        let mut best: Option<(usize, Scalar)> = None;
+                        for k in 0..n {
+                            let v = xs[(o * n + k) * inner + i];
+                            if matches!(v, Scalar::F(f) if f.is_nan()) {
+                                continue;
+                            }
+                            let better = match best {
+                                None => true,
+                                Some((_, b)) => scalar::compare(if *max { CmpOp::Gt } else { CmpOp::Lt }, d, v, b),
+                            };
+                            if better {
+                                best = Some((k, v));
+                            }
+                        }
+                        out.push(Scalar::I(best.map_or(0, |b| b.0) as i64));
+                    }
+                }
+                self.set(res(0), Tile { shape: rt.unwrap().shape, data: Data::E(out) });
+            }
+            OpKind::ReduceWith { axis } => {
+                let t = self.reduce_with_region(op, *axis, &op.regions[0])?;
+                self.set(res(0), t);
+            }
+            OpKind::Scan { op: r, axis, reverse } => {
+                let d = self.dtype(op.operands[0]);
+                let b = reduce_binop(*r);
+                let t = self.scan(op, *axis, *reverse, &mut |_, acc, x| scalar::binary(b, d, acc, x).map_err(String::from))?;
+                self.set(res(0), t);
+            }
+            OpKind::ScanWith { axis, reverse } => {
+                let region = op.regions[0].clone();
+                let t = self.scan(op, *axis, *reverse, &mut |m, acc, x| m.combine(&region, acc, x))?;
+                self.set(res(0), t);
+            }
+            OpKind::For { .. } => {
+                let get_int = |m: &Self, v: ValueId| match m.get(v).elems()[0] {
+                    Scalar::I(i) => i,
+                    _ => 0,
+                };
+                let d = self.dtype(op.operands[0]);
+                let (start, end, step) = (get_int(self, op.operands[0]), get_int(self, op.operands[1]), get_int(self, op.operands[2]));
+                if step <= 0 {
+                    return Err(self.err(op, format!("loop step is {step}; it must be positive")));
+                }
+                let mut carried: Vec<Tile> = op.operands[3..].iter().map(|v| self.get(*v).clone()).collect();
+                let body = &op.regions[0];
+                let lt = |a: i64, b: i64| if d.is_unsigned() { (a as u64) < (b as u64) } else { a < b };
+                let mut i = start;
+                while lt(i, end) {
+                    self.set(body.args[0], Tile::scalar(Scalar::I(i)));
+                    for (a, t) in body.args[1..].iter().zip(carried) {
+                        self.set(*a, t);
+                    }
+                    carried = self.region(body)?;
+                    let next = scalar::wrap(d, i.wrapping_add(step));
+                    if !lt(i, next) {
+                        break; // the induction variable would wrap around
+                    }
+                    i = next;
+                }
+                for (r, t) in op.results.iter().zip(carried) {
+                    self.set(*r, t);
+                }
+            }
+            OpKind::If => {
+                let c = matches!(self.get(op.operands[0]).elems()[0], Scalar::B(true));
+                let vals = self.region(&op.regions[if c { 0 } else { 1 }])?;
+                for (r, t) in op.results.iter().zip(vals) {
+                    self.set(*r, t);
+                }
+            }
+            OpKind::Yield => {}
+            OpKind::MultipleOf(n) => {
+                let x = self.get(op.operands[0]);
+                if let Some(i) = x.elems().iter().position(|e| matches!(e, Scalar::I(v) if v.rem_euclid(*n as i64) != 0)) {
+                    return Err(self.err(op, format!("the hint is wrong: element {:?} is {:?}, not a multiple of {n}", unflatten(i, &x.shape), x.elems()[i])));
+                }
+                let t = x.clone();
+                self.set(res(0), t);
+            }
+            OpKind::MaxContiguous(n) => {
+                let x = self.get(op.operands[0]);
+                let last = x.shape.last().copied().unwrap_or(1);
+                let run = (*n as usize).min(last).max(1);
+                let xs = x.elems();
+                for (i, pair) in xs.windows(2).enumerate() {
+                    if (i + 1) % last % run != 0
+                        && let (Scalar::I(a), Scalar::I(b)) = (pair[0], pair[1])
+                        && b != a.wrapping_add(1)
+                    {
+                        return Err(self.err(op, format!("the hint is wrong: elements {:?} and {:?} are {a} and {b}, not consecutive", unflatten(i, &x.shape), unflatten(i + 1, &x.shape))));
+                    }
+                }
+                let t = x.clone();
+                self.set(res(0), t);
+            }
+            OpKind::Print(msg) => {
+                let mut line = format!("pid {:?} {msg}", self.pid);
+                for v in &op.operands {
+                    let t = self.get(*v);
+                    let d = self.dtype(*v);
+                    let vals: Vec<String> = t.elems().iter().map(|e| fmt_elem(*e, d)).collect();
+                    line.push_str(&format!(" [{}]", vals.join(", ")));
+                }
+                self.out.push(line);
+            }
+            OpKind::Assert(msg) => {
+                let c = self.get(op.operands[0]);
+                if let Some(i) = c.elems().iter().position(|e| matches!(e, Scalar::B(false))) {
+                    return Err(self.err(op, format!("assertion failed: {msg} (element {:?})", unflatten(i, &c.shape))));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn combine(&mut self, region: &Region, a: Scalar, b: Scalar) -> Result<Scalar, String> {
+        self.set(region.args[0], Tile::scalar(a));
+        self.set(region.args[1], Tile::scalar(b));
+        let out = self.region(region).map_err(|e| e.to_string())?;
+        Ok(out[0].elems()[0])
+    }
+
+    fn reduce(&mut self, op: &Op, axis: usize, f: &mut dyn FnMut(Scalar, Scalar) -> Result<Scalar, String>) -> Result<Tile, InterpError> {
+        let x = self.get(op.operands[0]).clone();
+        let (outer, n, inner) = split_axis(&x.shape, axis);
+        let xs = x.elems();
+        let mut out = Vec::with_capacity(outer * inner);
+        for o in 0..outer {
+            for i in 0..inner {
+                let mut acc = xs[o * n * inner + i];
+                for k in 1..n {
+                    acc = f(acc, xs[(o * n + k) * inner + i]).map_err(|m| self.err(op, m))?;
+                }
+                out.push(acc);
+            }
+        }
+        let mut shape = x.shape.clone();
+        shape.remove(axis);
+        Ok(Tile { shape, data: Data::E(out) })
+    }
+
+    fn reduce_with_region(&mut self, op: &Op, axis: usize, region: &Region) -> Result<Tile, InterpError> {
+        let x = self.get(op.operands[0]).clone();
+        let (outer, n, inner) = split_axis(&x.shape, axis);
+        let xs = x.elems();
+        let mut out = Vec::with_capacity(outer * inner);
+        for o in 0..outer {
+            for i in 0..inner {
+                let mut acc = xs[o * n * inner + i];
+                for k in 1..n {
+                    acc = self.combine(region, acc, xs[(o * n + k) * inner + i]).map_err(|m| self.err(op, m))?;
+                }
+                out.push(acc);
+            }
+        }
+        let mut shape = x.shape.clone();
+        shape.remove(axis);
+        Ok(Tile { shape, data: Data::E(out) })
+    }
+
+    fn scan(&mut self, op: &Op, axis: usize, reverse: bool, f: &mut dyn FnMut(&mut Self, Scalar, Scalar) -> Result<Scalar, String>) -> Result<Tile, InterpError> {
+        let x = self.get(op.operands[0]).clone();
+        let (outer, n, inner) = split_axis(&x.shape, axis);
+        let mut out = x.elems().to_vec();
+        for o in 0..outer {
+            for i in 0..inner {
+                let idx = |k: usize| (o * n + if reverse { n - 1 - k } else { k }) * inner + i;
+                let mut acc = out[idx(0)];
+                for k in 1..n {
+                    acc = f(self, acc, out[idx(k)]).map_err(|m| self.err(op, m))?;
+                    out[idx(k)] = acc;
+                }
+            }
+        }
+        Ok(Tile { shape: x.shape.clone(), data: Data::E(out) })
+    }
+
+    fn dot(&self, op: &Op, p: Precision) -> Tile {
+        let (a, b, c) = (self.get(op.operands[0]), self.get(op.operands[1]), self.get(op.operands[2]));
+        let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
+        let din = self.dtype(op.operands[0]);
+        let dacc = self.dtype(op.operands[2]);
+        let conv = |e: Scalar| {
+            let x = e.as_f64(din);
+            if p == Precision::Tf32 { round_tf32(x) } else { x }
+        };
+        let av: Vec<f64> = a.elems().iter().map(|e| conv(*e)).collect();
+        let bv: Vec<f64> = b.elems().iter().map(|e| conv(*e)).collect();
+        let mut out = c.elems().to_vec();
+        for i in 0..m {
+            for j in 0..n {
+                let cell = &mut out[i * n + j];
+                if dacc.is_int() {
+                    let mut s = if let Scalar::I(v) = *cell { v } else { 0 };
+                    for kk in 0..k {
+                        s = scalar::wrap(dacc, s.wrapping_add((av[i * k + kk] as i64).wrapping_mul(bv[kk * n + j] as i64)));
+                    }
+                    *cell = Scalar::I(s);
+                } else {
+                    let mut s = cell.as_f64(dacc);
+                    for kk in 0..k {
+                        s = scalar::round_float(dacc, av[i * k + kk].mul_add(bv[kk * n + j], s));
+                    }
+                    *cell = Scalar::F(s);
+                }
+            }
+        }
+        Tile { shape: vec![m, n], data: Data::E(out) }
+    }
+
+    /// The buffer element a pointer designates, or an error naming the access.
+    fn locate(&self, op: &Op, p: Ptr, lane: usize, shape: &[usize], verb: &str) -> Result<(usize, usize), InterpError> {
+        let b = &self.buffers[p.buf as usize];
+        if p.off < 0 || p.off as u64 >= b.data.len() as u64 {
+            let at = if shape.is_empty() { String::new() } else { format!(" element {:?}", unflatten(lane, shape)) };
+            return Err(self.err(op, format!(
+                "out-of-bounds {verb}:{at} addresses index {} of `{}`, which has {} elements (and no mask covers it)",
+                p.off, b.name, b.data.len()
+            )));
+        }
+        Ok((p.buf as usize, p.off as usize))
+    }
+
+    fn load(&self, op: &Op, mask: bool, other: bool) -> Result<Tile, InterpError> {
+        let p = self.get(op.operands[0]);
+        let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+        let m = mask.then(|| self.get(op.operands[1]).elems());
+        let o = other.then(|| self.get(op.operands[1 + mask as usize]).elems());
+        let d = self.k.ty(op.results[0]).dtype().unwrap();
+        let zero = if d.is_float() { Scalar::F(0.0) } else if d.is_bool() { Scalar::B(false) } else { Scalar::I(0) };
+        let mut out = Vec::with_capacity(ps.len());
+        for (i, ptr) in ps.iter().enumerate() {
+            if m.is_some_and(|m| m[i] == Scalar::B(false)) {
+                out.push(o.map_or(zero, |o| o[i]));
+                continue;
+            }
+            let (b, j) = self.locate(op, *ptr, i, &p.shape, "load")?;
+            out.push(self.buffers[b].data[j]);
+        }
+        Ok(Tile { shape: p.shape.clone(), data: Data::E(out) })
+    }
+
+    fn store(&mut self, op: &Op, mask: bool) -> Result<(), InterpError> {
+        let p = self.get(op.operands[0]).clone();
+        let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+        let v = self.get(op.operands[1]).elems().to_vec();
+        let m = mask.then(|| self.get(op.operands[2]).elems().to_vec());
+        for (i, ptr) in ps.iter().enumerate() {
+            if m.as_ref().is_some_and(|m| m[i] == Scalar::B(false)) {
+                continue;
+            }
+            let (b, j) = self.locate(op, *ptr, i, &p.shape, "store")?;
+            self.buffers[b].data[j] = v[i];
+        }
+        Ok(())
+    }
+
+    fn atomic(&mut self, op: &Op, kind: Option<AtomicOp>, mask: bool) -> Result<Tile, InterpError> {
+        let p = self.get(op.operands[0]).clone();
+        let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+        let d = self.k.ty(op.results[0]).dtype().unwrap();
+        let vals: Vec<Vec<Scalar>> = op.operands[1..].iter().map(|v| self.get(*v).elems().to_vec()).collect();
+        let nvals = if kind.is_some() { 1 } else { 2 };
+        let m = mask.then(|| vals[nvals].clone());
+        let zero = if d.is_float() { Scalar::F(0.0) } else { Scalar::I(0) };
+        let mut out = Vec::with_capacity(ps.len());
+        for (i, ptr) in ps.iter().enumerate() {
+            if m.as_ref().is_some_and(|m| m[i] == Scalar::B(false)) {
+                out.push(zero);
+                continue;
+            }
+            let (b, j) = self.locate(op, *ptr, i, &p.shape, "atomic update")?;
+            let old = self.buffers[b].data[j];
+            let new = match kind {
+                Some(AtomicOp::Xchg) => vals[0][i],
+                Some(k) => {
+                    let bop = match k {
+                        AtomicOp::Add => BinaryOp::Add,
+                        AtomicOp::Max => BinaryOp::Max,
+                        AtomicOp::Min => BinaryOp::Min,
+                        AtomicOp::And => BinaryOp::And,
+                        AtomicOp::Or => BinaryOp::Or,
+                        _ => BinaryOp::Xor,
+                    };
+                    scalar::binary(bop, d, old, vals[0][i]).map_err(|e| self.err(op, e.to_string()))?
+                }
+                None => if scalar::compare(CmpOp::Eq, d, old, vals[0][i]) { vals[1][i] } else { old },
+            };
+            self.buffers[b].data[j] = new;
+            out.push(old);
+        }
+        Ok(Tile { shape: p.shape.clone(), data: Data::E(out) })
+    }
+}
+
+fn reduce_binop(r: ReduceOp) -> BinaryOp {
+    match r {
+        ReduceOp::Sum => BinaryOp::Add,
+        ReduceOp::Prod => BinaryOp::Mul,
+        ReduceOp::Max => BinaryOp::Max,
+        ReduceOp::Min => BinaryOp::Min,
+        ReduceOp::And => BinaryOp::And,
+        ReduceOp::Or => BinaryOp::Or,
+        ReduceOp::Xor => BinaryOp::Xor,
+    }
+}
+
+/// `(product of dims before axis, dim, product of dims after axis)`.
+fn split_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    (shape[..axis].iter().product(), shape[axis], shape[axis + 1..].iter().product())
+}
+
+/// Rounds an f32 value to tf32 (10 explicit mantissa bits), ties to even.
+fn round_tf32(x: f64) -> f64 {
+    let b = (x as f32).to_bits();
+    if !(x as f32).is_finite() {
+        return x;
+    }
+    let lsb = (b >> 13) & 1;
+    let r = b.wrapping_add(0xfff + lsb) & !0x1fff;
+    f32::from_bits(r) as f64
+}
+
+fn fmt_elem(e: Scalar, d: DType) -> String {
+    match e {
+        Scalar::B(b) => b.to_string(),
+        Scalar::I(i) if d == DType::U64 => (i as u64).to_string(),
+        Scalar::I(i) => i.to_string(),
+        Scalar::F(f) => format!("{f}"),
+    }
+}

@@ -1,0 +1,387 @@
+//! Element semantics shared by the interpreter and the checker's constant folding: rounding to
+//! each float format, integer wrapping, casts, and every unary and binary op on one element.
+//!
+//! Integers are held in an `i64`: signed types sign-extended, unsigned types zero-extended, u64 as
+//! its bit pattern. Floats are held in an `f64` already rounded to their dtype.
+
+use crate::ir::{BinaryOp, CmpOp, ConstValue, DType, OpKind, UnaryOp};
+
+/// Wraps an integer to the width and signedness of `d` (two's complement).
+pub fn wrap(d: DType, v: i64) -> i64 {
+    match d {
+        DType::Bool => (v != 0) as i64,
+        DType::I8 => v as i8 as i64,
+        DType::I16 => v as i16 as i64,
+        DType::I32 => v as i32 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::U16 => v as u16 as i64,
+        DType::U32 => v as u32 as i64,
+        _ => v,
+    }
+}
+
+/// The range of values of an integer dtype.
+pub fn int_range(d: DType) -> (i128, i128) {
+    match d {
+        DType::Bool => (0, 1),
+        d if d.is_signed() => (-(1i128 << (d.bits() - 1)), (1i128 << (d.bits() - 1)) - 1),
+        d => (0, (1i128 << d.bits()) - 1),
+    }
+}
+
+/// Rounds `x` to the nearest value of float format `d` (ties to even).
+pub fn round_float(d: DType, x: f64) -> f64 {
+    match d {
+        DType::F64 => x,
+        DType::F32 => x as f32 as f64,
+        DType::F16 => half::f16::from_f64(x).to_f64(),
+        DType::BF16 => half::bf16::from_f64(x).to_f64(),
+        DType::F8E4M3 => round_minifloat(x, E4M3, false),
+        DType::F8E5M2 => round_minifloat(x, E5M2, false),
+        _ => x,
+    }
+}
+
+/// Rounds toward zero to format `d`.
+pub fn round_float_rtz(d: DType, x: f64) -> f64 {
+    let r = round_float(d, x);
+    if r.is_finite() && x.is_finite() && r.abs() > x.abs() { next_toward_zero(d, r) } else if r.is_infinite() && x.is_finite() { max_finite(d).copysign(x) } else { r }
+}
+
+/// The largest finite value of a float format.
+pub fn max_finite(d: DType) -> f64 {
+    match d {
+        DType::F64 => f64::MAX,
+        DType::F32 => f32::MAX as f64,
+        DType::F16 => 65504.0,
+        DType::BF16 => half::bf16::MAX.to_f64(),
+        DType::F8E4M3 => 448.0,
+        DType::F8E5M2 => 57344.0,
+        _ => 0.0,
+    }
+}
+
+fn next_toward_zero(d: DType, r: f64) -> f64 {
+    match d {
+        DType::F32 => {
+            let b = (r as f32).to_bits();
+            f32::from_bits(b - 1) as f64
+        }
+        DType::F16 => half::f16::from_bits(half::f16::from_f64(r).to_bits() - 1).to_f64(),
+        DType::BF16 => half::bf16::from_bits(half::bf16::from_f64(r).to_bits() - 1).to_f64(),
+        DType::F8E4M3 => decode_fp8(encode_fp8(r, E4M3) - 1, E4M3),
+        DType::F8E5M2 => decode_fp8(encode_fp8(r, E5M2) - 1, E5M2),
+        _ => r,
+    }
+}
+
+/// An 8-bit float format.
+#[derive(Clone, Copy)]
+pub struct Fp8 {
+    man: i32,
+    bias: i32,
+    /// e5m2 has infinities; e4m3 (the "fn" variant) has none and one NaN pattern per sign.
+    ieee: bool,
+    max: f64,
+}
+
+pub const E4M3: Fp8 = Fp8 { man: 3, bias: 7, ieee: false, max: 448.0 };
+pub const E5M2: Fp8 = Fp8 { man: 2, bias: 15, ieee: true, max: 57344.0 };
+
+/// Rounds to an fp8 format, ties to even; values beyond the largest finite saturate to it
+/// (the `satfinite` conversion the GPU performs); NaN stays NaN.
+fn round_minifloat(x: f64, f: Fp8, _rtz: bool) -> f64 {
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        return x;
+    }
+    let emin = 1 - f.bias;
+    let e = if a.is_infinite() { 1024 } else { exponent(a).max(emin) };
+    let quantum = 2f64.powi(e - f.man);
+    let r = if a.is_infinite() { f64::INFINITY } else { (a / quantum).round_ties_even() * quantum };
+    let r = if r > f.max { f.max } else { r };
+    r.copysign(x)
+}
+
+/// floor(log2(a)) for a positive finite `a`, exactly.
+fn exponent(a: f64) -> i32 {
+    let (m, e) = if a < f64::MIN_POSITIVE { (a * 2f64.powi(64), -64) } else { (a, 0) };
+    ((m.to_bits() >> 52) & 0x7ff) as i32 - 1023 + e
+}
+
+pub fn encode_fp8(x: f64, f: Fp8) -> u8 {
+    let sign = if x.is_sign_negative() { 0x80u8 } else { 0 };
+    if x.is_nan() {
+        return 0x7f | sign; // a NaN pattern in both formats
+    }
+    let a = round_minifloat(x, f, false).abs();
+    if a == 0.0 {
+        return sign;
+    }
+    let emin = 1 - f.bias;
+    let e = exponent(a).max(emin);
+    let m = a / 2f64.powi(e);
+    let bits = if m < 1.0 {
+        (m * (1 << f.man) as f64) as u8 // subnormal
+    } else {
+        (((e + f.bias) as u8) << f.man) | ((m - 1.0) * (1 << f.man) as f64) as u8
+    };
+    bits | sign
+}
+
+pub fn decode_fp8(b: u8, f: Fp8) -> f64 {
+    let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
+    let e = ((b & 0x7f) >> f.man) as i32;
+    let m = (b & ((1 << f.man) - 1)) as f64;
+    let emax_field = (1 << (7 - f.man)) - 1;
+    if f.ieee && e == emax_field {
+        return if m == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+    }
+    if !f.ieee && e == emax_field && m as i32 == (1 << f.man) - 1 {
+        return f64::NAN;
+    }
+    let scale = (1 << f.man) as f64;
+    if e == 0 {
+        sign * m / scale * 2f64.powi(1 - f.bias)
+    } else {
+        sign * (1.0 + m / scale) * 2f64.powi(e - f.bias)
+    }
+}
+
+/// The bit pattern of a value of dtype `d` (as held by the interpreter).
+pub fn to_bits(d: DType, v: Scalar) -> u64 {
+    match (d, v) {
+        (DType::F64, Scalar::F(x)) => x.to_bits(),
+        (DType::F32, Scalar::F(x)) => (x as f32).to_bits() as u64,
+        (DType::F16, Scalar::F(x)) => half::f16::from_f64(x).to_bits() as u64,
+        (DType::BF16, Scalar::F(x)) => half::bf16::from_f64(x).to_bits() as u64,
+        (DType::F8E4M3, Scalar::F(x)) => encode_fp8(x, E4M3) as u64,
+        (DType::F8E5M2, Scalar::F(x)) => encode_fp8(x, E5M2) as u64,
+        (d, Scalar::I(i)) => (i as u64) & mask(d.bits()),
+        (_, Scalar::B(b)) => b as u64,
+        (_, Scalar::F(_)) => 0,
+    }
+}
+
+pub fn from_bits(d: DType, b: u64) -> Scalar {
+    match d {
+        DType::F64 => Scalar::F(f64::from_bits(b)),
+        DType::F32 => Scalar::F(f32::from_bits(b as u32) as f64),
+        DType::F16 => Scalar::F(half::f16::from_bits(b as u16).to_f64()),
+        DType::BF16 => Scalar::F(half::bf16::from_bits(b as u16).to_f64()),
+        DType::F8E4M3 => Scalar::F(decode_fp8(b as u8, E4M3)),
+        DType::F8E5M2 => Scalar::F(decode_fp8(b as u8, E5M2)),
+        DType::Bool => Scalar::B(b & 1 != 0),
+        d => Scalar::I(wrap(d, b as i64)),
+    }
+}
+
+fn mask(bits: u32) -> u64 {
+    if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
+}
+
+/// One element of a tile.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    B(bool),
+    I(i64),
+    F(f64),
+}
+
+impl Scalar {
+    pub fn from_const(c: ConstValue) -> Scalar {
+        match c {
+            ConstValue::Int(i) => Scalar::I(i),
+            ConstValue::Float(f) => Scalar::F(f),
+            ConstValue::Bool(b) => Scalar::B(b),
+            ConstValue::DType(_) => Scalar::I(0),
+        }
+    }
+
+    pub fn to_const(self) -> ConstValue {
+        match self {
+            Scalar::I(i) => ConstValue::Int(i),
+            Scalar::F(f) => ConstValue::Float(f),
+            Scalar::B(b) => ConstValue::Bool(b),
+        }
+    }
+
+    /// The value as f64 (integers by their dtype's interpretation).
+    pub fn as_f64(self, d: DType) -> f64 {
+        match self {
+            Scalar::F(f) => f,
+            Scalar::I(i) if d == DType::U64 => i as u64 as f64,
+            Scalar::I(i) => i as f64,
+            Scalar::B(b) => b as u8 as f64,
+        }
+    }
+}
+
+/// Converts one element from dtype `from` to dtype `to` (round to nearest even for floats;
+/// float to integer truncates toward zero and saturates, NaN becomes 0).
+pub fn cast(from: DType, to: DType, v: Scalar, rtz: bool) -> Scalar {
+    if to.is_bool() {
+        return Scalar::B(match v {
+            Scalar::B(b) => b,
+            Scalar::I(i) => i != 0,
+            Scalar::F(f) => f != 0.0,
+        });
+    }
+    if to.is_float() {
+        let x = v.as_f64(from);
+        return Scalar::F(if rtz { round_float_rtz(to, x) } else { round_float(to, x) });
+    }
+    match v {
+        Scalar::B(b) => Scalar::I(b as i64),
+        Scalar::I(i) => Scalar::I(wrap(to, i)),
+        Scalar::F(f) => {
+            if f.is_nan() {
+                return Scalar::I(0);
+            }
+            let t = f.trunc();
+            if to == DType::U64 {
+                let u = if t <= 0.0 { 0 } else if t >= u64::MAX as f64 { u64::MAX } else { t as u64 };
+                return Scalar::I(u as i64);
+            }
+            let (lo, hi) = int_range(to);
+            Scalar::I((t.clamp(lo as f64, hi as f64)) as i64)
+        }
+    }
+}
+
+/// The checker's folding of a cast between constants.
+pub fn cast_const(c: ConstValue, from: DType, to: DType) -> ConstValue {
+    cast(from, to, Scalar::from_const(c), false).to_const()
+}
+
+/// Applies a unary op to one element of dtype `d`.
+pub fn unary(op: UnaryOp, d: DType, v: Scalar) -> Scalar {
+    match v {
+        Scalar::B(b) => Scalar::B(if op == UnaryOp::Not { !b } else { b }),
+        Scalar::I(i) => {
+            let r = match op {
+                UnaryOp::Neg => i.wrapping_neg(),
+                UnaryOp::Not => !i,
+                UnaryOp::Abs if d.is_signed() => i.wrapping_abs(),
+                _ => i,
+            };
+            Scalar::I(wrap(d, r))
+        }
+        Scalar::F(x) => {
+            let r = match op {
+                UnaryOp::Neg => -x,
+                UnaryOp::Not => x,
+                UnaryOp::Abs => x.abs(),
+                UnaryOp::Floor => x.floor(),
+                UnaryOp::Ceil => x.ceil(),
+                UnaryOp::Exp => x.exp(),
+                UnaryOp::Exp2 => x.exp2(),
+                UnaryOp::Log => x.ln(),
+                UnaryOp::Log2 => x.log2(),
+                UnaryOp::Sqrt => x.sqrt(),
+                UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+                UnaryOp::Sin => x.sin(),
+                UnaryOp::Cos => x.cos(),
+                UnaryOp::Tanh => x.tanh(),
+                UnaryOp::Erf => libm::erf(x),
+                UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            };
+            Scalar::F(round_float(d, r))
+        }
+    }
+}
+
+/// Applies a binary op to two elements of dtype `d`. Integer division by zero is an error.
+pub fn binary(op: BinaryOp, d: DType, a: Scalar, b: Scalar) -> Result<Scalar, &'static str> {
+    use BinaryOp::*;
+    Ok(match (a, b) {
+        (Scalar::B(x), Scalar::B(y)) => Scalar::B(match op {
+            And => x && y,
+            Or => x || y,
+            Xor => x != y,
+            Max => x || y,
+            Min => x && y,
+            _ => return Err("arithmetic on bool"),
+        }),
+        (Scalar::I(x), Scalar::I(y)) => {
+            let unsigned = d.is_unsigned();
+            let bits = d.bits() as i64;
+            let r = match op {
+                Add => x.wrapping_add(y),
+                Sub => x.wrapping_sub(y),
+                Mul => x.wrapping_mul(y),
+                Div | Rem if y == 0 => return Err("integer division by zero"),
+                Div if unsigned => ((x as u64) / (y as u64)) as i64,
+                Rem if unsigned => ((x as u64) % (y as u64)) as i64,
+                Div => x.wrapping_div(y),
+                Rem => x.wrapping_rem(y),
+                And => x & y,
+                Or => x | y,
+                Xor => x ^ y,
+                // Shift amounts of the width or more give 0 (or the sign, for >> on signed).
+                Shl => if (y as u64) >= bits as u64 { 0 } else { x.wrapping_shl(y as u32) },
+                Shr if unsigned => if (y as u64) >= bits as u64 { 0 } else { ((x as u64) >> y) as i64 },
+                Shr => x >> (y as u64).min(63),
+                Max if unsigned => (x as u64).max(y as u64) as i64,
+                Min if unsigned => (x as u64).min(y as u64) as i64,
+                Max => x.max(y),
+                Min => x.min(y),
+            };
+            Scalar::I(wrap(d, r))
+        }
+        (Scalar::F(x), Scalar::F(y)) => {
+            let r = match op {
+                Add => x + y,
+                Sub => x - y,
+                Mul => x * y,
+                Div => x / y,
+                Rem => x % y,
+                // IEEE maxNum/minNum: a NaN operand is ignored (as the GPU's max.f32).
+                Max => x.max(y),
+                Min => x.min(y),
+                _ => return Err("bitwise op on floats"),
+            };
+            Scalar::F(round_float(d, r))
+        }
+        _ => return Err("mismatched element kinds"),
+    })
+}
+
+pub fn compare(op: CmpOp, d: DType, a: Scalar, b: Scalar) -> bool {
+    use std::cmp::Ordering;
+    let ord = match (a, b) {
+        (Scalar::I(x), Scalar::I(y)) if d.is_unsigned() => Some((x as u64).cmp(&(y as u64))),
+        (Scalar::I(x), Scalar::I(y)) => Some(x.cmp(&y)),
+        (Scalar::B(x), Scalar::B(y)) => Some(x.cmp(&y)),
+        (Scalar::F(x), Scalar::F(y)) => x.partial_cmp(&y),
+        _ => None,
+    };
+    match (op, ord) {
+        // Every comparison with NaN is false, except `!=`.
+        (CmpOp::Ne, None) => true,
+        (_, None) => false,
+        (CmpOp::Eq, Some(o)) => o == Ordering::Equal,
+        (CmpOp::Ne, Some(o)) => o != Ordering::Equal,
+        (CmpOp::Lt, Some(o)) => o == Ordering::Less,
+        (CmpOp::Le, Some(o)) => o != Ordering::Greater,
+        (CmpOp::Gt, Some(o)) => o == Ordering::Greater,
+        (CmpOp::Ge, Some(o)) => o != Ordering::Less,
+    }
+}
+
+/// Constant folding for the checker: `Ok(None)` when the op is not folded.
+pub fn fold_binary(kind: &OpKind, d: DType, a: ConstValue, b: ConstValue) -> Result<Option<ConstValue>, String> {
+    let (x, y) = (Scalar::from_const(a), Scalar::from_const(b));
+    match kind {
+        OpKind::Binary(op) => binary(*op, d, x, y).map(|e| Some(e.to_const())).map_err(|m| m.to_string()),
+        OpKind::Cmp(op) => Ok(Some(ConstValue::Bool(compare(*op, d, x, y)))),
+        _ => Ok(None),
+    }
+}
+
+pub fn fold_unary(op: UnaryOp, d: DType, c: ConstValue) -> Option<ConstValue> {
+    Some(unary(op, d, Scalar::from_const(c)).to_const())
+}

@@ -1,0 +1,329 @@
+//! The tile IR: SSA values that are whole tiles with static shapes, ops on them, and structured
+//! control flow (`for` with loop-carried values, `if` with results) as nested regions.
+//!
+//! Invariants (checked by [`verify`]): every value is defined once, before its uses, in the same
+//! region or an enclosing one; elementwise ops take operands of identical type (the checker has
+//! already inserted broadcasts and casts); every tile dimension is a power of two.
+//!
+//! The text form (`Display` / [`parse_kernel`]) round-trips exactly.
+
+mod parse;
+mod print;
+pub mod types;
+mod verify;
+
+pub use parse::{parse_kernel, ParseError};
+pub use types::*;
+pub use verify::{verify, VerifyError};
+
+/// An SSA value: an index into [`Kernel::values`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+/// A line and column in the `.tile` source, kept on ops for error messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Loc {
+    pub line: u32,
+    pub col: u32,
+}
+
+/// A kernel specialised for one binding of its compile-time parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub params: Vec<KernelParam>,
+    /// The compile-time parameters and the values they are bound to, in declaration order.
+    pub consts: Vec<(String, ConstValue)>,
+    /// `num_warps` candidates from `#[warps(..)]` (empty: the compiler's default).
+    pub warps: Vec<u32>,
+    /// `num_stages` candidates from `#[stages(..)]`.
+    pub stages: Vec<u32>,
+    pub body: Region,
+    /// Type of every value, indexed by [`ValueId`].
+    pub values: Vec<Type>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelParam {
+    pub name: String,
+    pub elem: Elem,
+    pub value: ValueId,
+}
+
+/// A list of ops with arguments (the induction variable and carried values of a loop body, the
+/// two operands of a reduction's combine function).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Region {
+    pub args: Vec<ValueId>,
+    pub ops: Vec<Op>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    pub kind: OpKind,
+    pub operands: Vec<ValueId>,
+    pub results: Vec<ValueId>,
+    pub regions: Vec<Region>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    /// Logical not on bool, bitwise not on integers.
+    Not,
+    Abs,
+    Floor,
+    Ceil,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Erf,
+    Sigmoid,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Max,
+    Min,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    Add,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+    Xchg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    /// Round to nearest, ties to even.
+    Rne,
+    /// Round toward zero.
+    Rtz,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 products rounded as IEEE f32.
+    Ieee,
+    /// f32 inputs rounded to tf32 (10-bit mantissa) before the product.
+    Tf32,
+}
+
+/// What an op does. Operands and results are listed per variant.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// `() -> scalar`.
+    Const(ConstValue),
+    /// `() -> i32`: this program's index along `axis`.
+    ProgramId(u8),
+    /// `() -> i32`: the grid's size along `axis`.
+    NumPrograms(u8),
+    /// `() -> i32[end - start]`.
+    Arange { start: i64, end: i64 },
+    /// `(x) -> x` broadcast to the result shape (rank may grow on the left; size-1 dims stretch).
+    Broadcast,
+    /// `(x) -> x` with a size-1 axis inserted at `axis`.
+    ExpandDims(usize),
+    /// `(x) -> x` with the same elements in row-major order and a new shape.
+    Reshape,
+    /// `(x) -> x` with axes permuted: result axis `i` is input axis `perm[i]`.
+    Permute(Vec<usize>),
+    /// `(a, b) -> [.., 2]`: stacks along a new last axis.
+    Join,
+    /// `(x[.., 2]) -> (a, b)`.
+    Split,
+    /// `(x) -> y`, same type.
+    Unary(UnaryOp),
+    /// `(a, b) -> c`, all of one type.
+    Binary(BinaryOp),
+    /// `(a, b) -> bool`.
+    Cmp(CmpOp),
+    /// `(a, b, c) -> a * b + c`, rounded once.
+    Fma,
+    /// `(cond, a, b) -> where cond then a else b`.
+    Select,
+    /// `(x) -> x` converted to the result's element type.
+    Cast(Rounding),
+    /// `(x) -> x` reinterpreted bit for bit as the result's element type.
+    Bitcast,
+    /// `(ptr, offset) -> ptr`: advance by `offset` elements (the offset is widened to 64 bits).
+    PtrAdd,
+    /// `(ptr[, mask][, other]) -> value`.
+    Load { mask: bool, other: bool },
+    /// `(ptr, value[, mask]) -> ()`.
+    Store { mask: bool },
+    /// `(ptr, value[, mask]) -> old value`.
+    Atomic { op: AtomicOp, mask: bool },
+    /// `(ptr, compare, value[, mask]) -> old value`.
+    AtomicCas { mask: bool },
+    /// `(a[M, K], b[K, N], acc[M, N]) -> [M, N]` accumulating in the result dtype.
+    Dot(Precision),
+    /// `(x) -> x` with `axis` removed; small ints accumulate in i32, floats below f32 in f32.
+    Reduce { op: ReduceOp, axis: usize },
+    /// `(x) -> i32` index of the first maximum (`max`) or minimum along `axis`.
+    ArgReduce { max: bool, axis: usize },
+    /// `(x) -> x` with `axis` removed, combining with region 0 (two scalar args, yields one).
+    ReduceWith { axis: usize },
+    /// `(x) -> x` inclusive prefix sums or products along `axis`.
+    Scan { op: ReduceOp, axis: usize, reverse: bool },
+    /// `(x) -> x` inclusive scan combining with region 0.
+    ScanWith { axis: usize, reverse: bool },
+    /// `(start, end, step, init...) -> final...`; region 0 has args `(i, carried...)` and
+    /// yields the next carried values.
+    For { stages: Option<u32> },
+    /// `(cond) -> results`; region 0 is `then`, region 1 `else`; each yields the results.
+    If,
+    /// `(values...)`: ends a region.
+    Yield,
+    /// `(x) -> x`: the compiler may assume every element is a multiple of the value.
+    MultipleOf(u64),
+    /// `(x) -> x`: the compiler may assume runs of this many consecutive elements along the last
+    /// axis are consecutive integers.
+    MaxContiguous(u64),
+    /// `(values...) -> ()`: prints from every program (debug builds).
+    Print(String),
+    /// `(cond) -> ()`: fails the launch where an element is false (debug builds).
+    Assert(String),
+}
+
+impl Kernel {
+    pub fn ty(&self, v: ValueId) -> &Type {
+        &self.values[v.0 as usize]
+    }
+
+    /// Calls `f` on every op, depth first, in program order.
+    pub fn walk(&self, f: &mut dyn FnMut(&Op)) {
+        fn go(r: &Region, f: &mut dyn FnMut(&Op)) {
+            for op in &r.ops {
+                f(op);
+                for sub in &op.regions {
+                    go(sub, f);
+                }
+            }
+        }
+        go(&self.body, f);
+    }
+}
+
+impl OpKind {
+    /// The op's name in the text form.
+    pub fn name(&self) -> &'static str {
+        use OpKind::*;
+        match self {
+            Const(_) => "const",
+            ProgramId(_) => "program_id",
+            NumPrograms(_) => "num_programs",
+            Arange { .. } => "arange",
+            Broadcast => "broadcast",
+            ExpandDims(_) => "expand_dims",
+            Reshape => "reshape",
+            Permute(_) => "permute",
+            Join => "join",
+            Split => "split",
+            Unary(u) => u.name(),
+            Binary(b) => b.name(),
+            Cmp(c) => c.name(),
+            Fma => "fma",
+            Select => "select",
+            Cast(_) => "cast",
+            Bitcast => "bitcast",
+            PtrAdd => "ptr_add",
+            Load { .. } => "load",
+            Store { .. } => "store",
+            Atomic { .. } => "atomic",
+            AtomicCas { .. } => "atomic_cas",
+            Dot(_) => "dot",
+            Reduce { .. } => "reduce",
+            ArgReduce { max: true, .. } => "argmax",
+            ArgReduce { max: false, .. } => "argmin",
+            ReduceWith { .. } => "reduce_with",
+            Scan { .. } => "scan",
+            ScanWith { .. } => "scan_with",
+            For { .. } => "for",
+            If => "if",
+            Yield => "yield",
+            MultipleOf(_) => "multiple_of",
+            MaxContiguous(_) => "max_contiguous",
+            Print(_) => "print",
+            Assert(_) => "assert",
+        }
+    }
+}
+
+macro_rules! names {
+    ($ty:ident { $($v:ident => $s:literal),* $(,)? }) => {
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$($ty::$v),*];
+            pub fn name(self) -> &'static str {
+                match self { $($ty::$v => $s),* }
+            }
+            pub fn from_name(s: &str) -> Option<$ty> {
+                match s { $($s => Some($ty::$v),)* _ => None }
+            }
+        }
+    };
+}
+
+names!(UnaryOp {
+    Neg => "neg", Not => "not", Abs => "abs", Floor => "floor", Ceil => "ceil", Exp => "exp",
+    Exp2 => "exp2", Log => "log", Log2 => "log2", Sqrt => "sqrt", Rsqrt => "rsqrt", Sin => "sin",
+    Cos => "cos", Tanh => "tanh", Erf => "erf", Sigmoid => "sigmoid",
+});
+names!(BinaryOp {
+    Add => "add", Sub => "sub", Mul => "mul", Div => "div", Rem => "rem", And => "and",
+    Or => "or", Xor => "xor", Shl => "shl", Shr => "shr", Max => "max", Min => "min",
+});
+names!(CmpOp { Eq => "eq", Ne => "ne", Lt => "lt", Le => "le", Gt => "gt", Ge => "ge" });
+names!(ReduceOp {
+    Sum => "sum", Prod => "prod", Max => "max", Min => "min", And => "and", Or => "or",
+    Xor => "xor",
+});
+names!(AtomicOp {
+    Add => "add", Max => "max", Min => "min", And => "and", Or => "or", Xor => "xor",
+    Xchg => "xchg",
+});
+names!(Rounding { Rne => "rne", Rtz => "rtz" });
+names!(Precision { Ieee => "ieee", Tf32 => "tf32" });

@@ -1,0 +1,301 @@
+//! Run specs: the `run KERNEL { .. }` items that tell `tilec verify` how to launch a kernel with
+//! no Rust written by the user: sizes, compile-time values, grid, argument generators, the
+//! reference to compare with, and tolerances.
+//!
+//! ```text
+//! run softmax {
+//!     sizes(rows: [1, 37], cols: [1, 781]);      // zipped: case i takes the i-th of each list
+//!     consts(BLOCK: 1024);                       // a list gives one case per value
+//!     grid(rows);                                // up to three extents
+//!     args(out: output([rows, cols]), inp: randn([rows, cols]), stride: cols, n_cols: cols);
+//!     reference(softmax);
+//!     tolerance(rtol: 1e-5, atol: 1e-6);          // optional; dtype defaults otherwise
+//! }
+//! ```
+
+mod run;
+
+pub use run::*;
+
+use crate::diag::{Diagnostic, Span};
+use crate::ir::{ConstValue, DType};
+use crate::syntax::ast::{self, Arg, BinOp, Expr, ExprKind, Stmt, UnOp};
+
+/// A parsed run spec.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub kernel: String,
+    pub sizes: Vec<(String, Vec<i64>)>,
+    pub consts: Vec<(String, Vec<ConstValue>)>,
+    pub grid: Vec<Expr>,
+    pub args: Vec<(String, ArgSpec, Span)>,
+    pub reference: Option<(String, Span)>,
+    pub tolerance: Option<(f64, f64)>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum ArgSpec {
+    /// A scalar argument computed from the sizes and constants.
+    Scalar(Expr),
+    /// A buffer of the given shape (flattened row-major), filled by `init`.
+    Buffer { shape: Vec<Expr>, init: Init, output: bool },
+}
+
+/// How a buffer is filled before the launch.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Init {
+    /// Standard normal samples.
+    Randn,
+    /// Uniform samples in `[lo, hi)`.
+    Rand(f64, f64),
+    /// Uniform integers in `[lo, hi)`.
+    Randint(i64, i64),
+    Full(f64),
+    /// 0, 1, 2, ...
+    Arange,
+    /// A pattern no correct kernel leaves behind (NaN for floats): outputs start poisoned.
+    Poison,
+}
+
+/// Parses every run spec in a file.
+pub fn parse_specs(file: &ast::File) -> (Vec<RunSpec>, Vec<Diagnostic>) {
+    let mut specs = Vec::new();
+    let mut diags = Vec::new();
+    for item in &file.items {
+        if let ast::Item::Run(r) = item {
+            match parse_spec(r) {
+                Ok(s) => specs.push(s),
+                Err(d) => diags.push(d),
+            }
+        }
+    }
+    (specs, diags)
+}
+
+fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
+    let mut spec = RunSpec {
+        kernel: r.kernel.name.clone(),
+        sizes: vec![],
+        consts: vec![],
+        grid: vec![],
+        args: vec![],
+        reference: None,
+        tolerance: None,
+        span: r.span,
+    };
+    let bad = |span: Span, m: &str| Diagnostic::error(span, m.to_string());
+    let sections = "a run spec holds `sizes(..)`, `consts(..)`, `grid(..)`, `args(..)`, `reference(..)` and `tolerance(..)`";
+    let mut stmts: Vec<&Expr> = Vec::new();
+    for s in &r.body.stmts {
+        match s {
+            Stmt::Expr { expr, .. } => stmts.push(expr),
+            other => {
+                let span = match other {
+                    Stmt::Let { span, .. } | Stmt::Assign { span, .. } => *span,
+                    Stmt::For(f) => f.span,
+                    Stmt::Expr { span, .. } => *span,
+                };
+                return Err(bad(span, "unexpected statement in a run spec").label("not a section").note(sections));
+            }
+        }
+    }
+    if let Some(t) = &r.body.tail {
+        stmts.push(t);
+    }
+    for e in stmts {
+        let ExprKind::Call { func, args } = &e.kind else {
+            return Err(bad(e.span, "unexpected expression in a run spec").label("not a section").note(sections));
+        };
+        match func.name.as_str() {
+            "sizes" => {
+                for a in args {
+                    let name = named(a, "sizes")?;
+                    let values = match &a.value.kind {
+                        ExprKind::List(xs) => xs.iter().map(const_int).collect::<Result<Vec<_>, _>>()?,
+                        _ => vec![const_int(&a.value)?],
+                    };
+                    if values.is_empty() || values.iter().any(|v| *v < 0) {
+                        return Err(bad(a.value.span, "sizes must be non-negative integers").label("here"));
+                    }
+                    spec.sizes.push((name, values));
+                }
+            }
+            "consts" => {
+                for a in args {
+                    let name = named(a, "consts")?;
+                    let values = match &a.value.kind {
+                        ExprKind::List(xs) => xs.iter().map(const_value).collect::<Result<Vec<_>, _>>()?,
+                        _ => vec![const_value(&a.value)?],
+                    };
+                    spec.consts.push((name, values));
+                }
+            }
+            "grid" => {
+                if args.is_empty() || args.len() > 3 || args.iter().any(|a| a.name.is_some()) {
+                    return Err(bad(e.span, "`grid` takes one to three extents").label("e.g. `grid(cdiv(n, BLOCK))`"));
+                }
+                spec.grid = args.iter().map(|a| a.value.clone()).collect();
+            }
+            "args" => {
+                for a in args {
+                    let name = named(a, "args")?;
+                    spec.args.push((name, arg_spec(&a.value)?, a.value.span));
+                }
+            }
+            "reference" => match args.as_slice() {
+                [Arg { name: None, value: Expr { kind: ExprKind::Name(n), span } }] => spec.reference = Some((n.clone(), *span)),
+                _ => return Err(bad(e.span, "`reference` names one reference function").label("e.g. `reference(softmax)`")),
+            },
+            "tolerance" => {
+                let (mut rtol, mut atol) = (None, None);
+                for a in args {
+                    let v = const_float(&a.value)?;
+                    match a.name.as_ref().map(|n| n.name.as_str()) {
+                        Some("rtol") => rtol = Some(v),
+                        Some("atol") => atol = Some(v),
+                        _ => return Err(bad(a.value.span, "`tolerance` takes `rtol:` and `atol:`").label("here")),
+                    }
+                }
+                spec.tolerance = Some((rtol.unwrap_or(0.0), atol.unwrap_or(0.0)));
+            }
+            other => return Err(bad(func.span, &format!("unknown run-spec section `{other}`")).label("not a section").note(sections)),
+        }
+    }
+    if spec.grid.is_empty() {
+        return Err(bad(r.kernel.span, "the run spec has no `grid(..)`").label("needs a grid"));
+    }
+    Ok(spec)
+}
+
+fn named(a: &Arg, section: &str) -> Result<String, Diagnostic> {
+    a.name.as_ref().map(|n| n.name.clone()).ok_or_else(|| {
+        Diagnostic::error(a.value.span, format!("`{section}` entries are named: `name: value`")).label("unnamed")
+    })
+}
+
+fn const_int(e: &Expr) -> Result<i64, Diagnostic> {
+    match eval(e, &|_| None)? {
+        Num::I(i) => Ok(i),
+        Num::F(_) => Err(Diagnostic::error(e.span, "expected an integer").label("not an integer")),
+    }
+}
+
+fn const_float(e: &Expr) -> Result<f64, Diagnostic> {
+    Ok(eval(e, &|_| None)?.as_f64())
+}
+
+fn const_value(e: &Expr) -> Result<ConstValue, Diagnostic> {
+    match &e.kind {
+        ExprKind::Name(n) if DType::from_name(n).is_some() => Ok(ConstValue::DType(DType::from_name(n).unwrap())),
+        ExprKind::Bool(b) => Ok(ConstValue::Bool(*b)),
+        _ => Ok(match eval(e, &|_| None)? {
+            Num::I(i) => ConstValue::Int(i),
+            Num::F(f) => ConstValue::Float(f),
+        }),
+    }
+}
+
+fn arg_spec(e: &Expr) -> Result<ArgSpec, Diagnostic> {
+    let ExprKind::Call { func, args } = &e.kind else { return Ok(ArgSpec::Scalar(e.clone())) };
+    let pos = |i: usize| args.iter().filter(|a| a.name.is_none()).nth(i).map(|a| &a.value);
+    let kw = |k: &str| args.iter().find(|a| a.name.as_ref().is_some_and(|n| n.name == k)).map(|a| &a.value);
+    let shape_of = |x: Option<&Expr>| -> Result<Vec<Expr>, Diagnostic> {
+        match x {
+            Some(Expr { kind: ExprKind::List(items), .. }) => Ok(items.clone()),
+            Some(other) => Ok(vec![other.clone()]),
+            None => Err(Diagnostic::error(e.span, format!("`{}` needs a shape", func.name)).label("e.g. `[rows, cols]`")),
+        }
+    };
+    let num = |x: Option<&Expr>, d: f64| -> Result<f64, Diagnostic> { x.map_or(Ok(d), const_float) };
+    let init = match func.name.as_str() {
+        "randn" => Init::Randn,
+        "rand" => Init::Rand(num(pos(1).or(kw("lo")), 0.0)?, num(pos(2).or(kw("hi")), 1.0)?),
+        "randint" => Init::Randint(num(pos(1).or(kw("lo")), 0.0)? as i64, num(pos(2).or(kw("hi")), 100.0)? as i64),
+        "zeros" => Init::Full(0.0),
+        "ones" => Init::Full(1.0),
+        "full" => Init::Full(num(pos(1).or(kw("value")), 0.0)?),
+        "arange" => Init::Arange,
+        "output" => {
+            return match pos(0) {
+                Some(inner @ Expr { kind: ExprKind::Call { .. }, .. }) => match arg_spec(inner)? {
+                    ArgSpec::Buffer { shape, init, .. } => Ok(ArgSpec::Buffer { shape, init, output: true }),
+                    ArgSpec::Scalar(_) => unreachable!(),
+                },
+                other => Ok(ArgSpec::Buffer { shape: shape_of(other)?, init: Init::Poison, output: true }),
+            };
+        }
+        _ => return Ok(ArgSpec::Scalar(e.clone())),
+    };
+    Ok(ArgSpec::Buffer { shape: shape_of(pos(0))?, init, output: false })
+}
+
+/// A number in a spec expression.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Num {
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+        }
+    }
+}
+
+/// Evaluates a spec expression: numbers, names from `env`, `+ - * / %`, `cdiv`, `min`, `max`.
+pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnostic> {
+    let err = |m: &str| Diagnostic::error(e.span, m.to_string());
+    Ok(match &e.kind {
+        ExprKind::Int(v) => Num::I(i64::try_from(*v).map_err(|_| err("integer too large").label("here"))?),
+        ExprKind::Float(f) => Num::F(*f),
+        ExprKind::Bool(b) => Num::I(*b as i64),
+        ExprKind::Paren(x) => eval(x, env)?,
+        ExprKind::Name(n) => match n.as_str() {
+            "inf" => Num::F(f64::INFINITY),
+            _ => env(n).ok_or_else(|| err(&format!("unknown size or constant `{n}`")).label("not defined in `sizes` or `consts`"))?,
+        },
+        ExprKind::Unary(UnOp::Neg, x) => match eval(x, env)? {
+            Num::I(i) => Num::I(i.wrapping_neg()),
+            Num::F(f) => Num::F(-f),
+        },
+        ExprKind::Binary(op, a, b) => {
+            let (x, y) = (eval(a, env)?, eval(b, env)?);
+            match (x, y) {
+                (Num::I(x), Num::I(y)) => Num::I(match op {
+                    BinOp::Add => x.checked_add(y),
+                    BinOp::Sub => x.checked_sub(y),
+                    BinOp::Mul => x.checked_mul(y),
+                    BinOp::Div => x.checked_div(y),
+                    BinOp::Rem => x.checked_rem(y),
+                    _ => None,
+                }
+                .ok_or_else(|| err("overflow, division by zero or unsupported operator").label("here"))?),
+                _ => {
+                    let (x, y) = (x.as_f64(), y.as_f64());
+                    Num::F(match op {
+                        BinOp::Add => x + y,
+                        BinOp::Sub => x - y,
+                        BinOp::Mul => x * y,
+                        BinOp::Div => x / y,
+                        _ => return Err(err("unsupported operator on floats").label("here")),
+                    })
+                }
+            }
+        }
+        ExprKind::Call { func, args } if matches!(func.name.as_str(), "cdiv" | "min" | "max") && args.len() == 2 => {
+            let (x, y) = (eval(&args[0].value, env)?, eval(&args[1].value, env)?);
+            let (Num::I(x), Num::I(y)) = (x, y) else { return Err(err("expects integers").label("here")) };
+            Num::I(match func.name.as_str() {
+                "cdiv" if y > 0 => (x + y - 1).div_euclid(y),
+                "cdiv" => return Err(err("`cdiv` by a non-positive number").label("here")),
+                "min" => x.min(y),
+                _ => x.max(y),
+            })
+        }
+        _ => return Err(err("unsupported expression in a run spec").label("use numbers, sizes, constants, + - * / %, cdiv, min, max")),
+    })
+}

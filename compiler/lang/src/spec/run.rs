@@ -1,0 +1,293 @@
+//! Turning a run spec into launches: the cases (size and constant combinations), inputs made
+//! from seeded generators, and the comparison of outputs with a reference under dtype-aware
+//! tolerances. The executor (the interpreter here, the GPU elsewhere) is the caller's.
+
+use std::collections::BTreeMap;
+
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+
+use super::{eval, ArgSpec, Init, Num, RunSpec};
+use crate::diag::Diagnostic;
+use crate::interp::{scalar, Arg, Buffer, Scalar};
+use crate::ir::{ConstValue, DType, Elem, Kernel};
+
+/// One combination of sizes and compile-time values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    pub sizes: Vec<(String, i64)>,
+    pub consts: Vec<(String, ConstValue)>,
+}
+
+impl Case {
+    /// `rows=37 cols=781 BLOCK=1024`
+    pub fn label(&self) -> String {
+        let mut parts: Vec<String> = self.sizes.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        parts.extend(self.consts.iter().map(|(n, v)| format!("{n}={v}")));
+        parts.join(" ")
+    }
+}
+
+/// The cases of a spec: sizes zipped (a one-value list repeats), constants crossed.
+pub fn cases(spec: &RunSpec) -> Result<Vec<Case>, Diagnostic> {
+    let n = spec.sizes.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
+    if let Some((name, v)) = spec.sizes.iter().find(|(_, v)| v.len() != 1 && v.len() != n) {
+        return Err(Diagnostic::error(spec.span, format!("size `{name}` has {} values but others have {n}", v.len()))
+            .label("in this run spec")
+            .note("size lists are zipped: give each the same number of values, or one"));
+    }
+    let mut const_sets: Vec<Vec<(String, ConstValue)>> = vec![vec![]];
+    for (name, values) in &spec.consts {
+        const_sets = const_sets
+            .into_iter()
+            .flat_map(|set| values.iter().map(move |v| {
+                let mut s = set.clone();
+                s.push((name.clone(), *v));
+                s
+            }))
+            .collect();
+    }
+    let mut out = Vec::new();
+    for consts in &const_sets {
+        for i in 0..n {
+            let sizes = spec.sizes.iter().map(|(name, v)| (name.clone(), if v.len() == 1 { v[0] } else { v[i] })).collect();
+            out.push(Case { sizes, consts: consts.clone() });
+        }
+    }
+    Ok(out)
+}
+
+/// An argument as a reference function sees it: buffers as f64 (already rounded to their dtype).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RefArg {
+    Buffer { data: Vec<f64>, shape: Vec<usize>, dtype: DType },
+    Scalar(f64),
+}
+
+/// Everything a reference function needs for one case.
+#[derive(Clone, Debug, Default)]
+pub struct RefCase {
+    pub sizes: BTreeMap<String, i64>,
+    pub consts: BTreeMap<String, ConstValue>,
+    pub args: BTreeMap<String, RefArg>,
+}
+
+impl RefCase {
+    pub fn size(&self, name: &str) -> usize {
+        self.sizes.get(name).copied().unwrap_or_else(|| panic!("reference asked for unknown size `{name}`")) as usize
+    }
+
+    pub fn buffer(&self, name: &str) -> &[f64] {
+        match self.args.get(name) {
+            Some(RefArg::Buffer { data, .. }) => data,
+            _ => panic!("reference asked for unknown buffer `{name}`"),
+        }
+    }
+
+    pub fn dtype(&self, name: &str) -> DType {
+        match self.args.get(name) {
+            Some(RefArg::Buffer { dtype, .. }) => *dtype,
+            _ => panic!("reference asked for unknown buffer `{name}`"),
+        }
+    }
+
+    pub fn scalar(&self, name: &str) -> f64 {
+        match self.args.get(name) {
+            Some(RefArg::Scalar(v)) => *v,
+            _ => panic!("reference asked for unknown scalar `{name}`"),
+        }
+    }
+
+    pub fn const_int(&self, name: &str) -> i64 {
+        match self.consts.get(name) {
+            Some(ConstValue::Int(i)) => *i,
+            _ => panic!("reference asked for unknown integer constant `{name}`"),
+        }
+    }
+
+    pub fn const_bool(&self, name: &str) -> bool {
+        match self.consts.get(name) {
+            Some(ConstValue::Bool(b)) => *b,
+            _ => panic!("reference asked for unknown bool constant `{name}`"),
+        }
+    }
+}
+
+/// A reference: expected contents of each output buffer, by parameter name.
+pub type Reference = fn(&RefCase) -> BTreeMap<String, Vec<f64>>;
+
+/// A case made ready to launch.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub grid: [u32; 3],
+    pub args: Vec<Arg>,
+    pub buffers: Vec<Buffer>,
+    /// Output parameters and their buffer indices.
+    pub outputs: Vec<(String, usize)>,
+    pub reference_input: RefCase,
+}
+
+/// The poison an output starts with (NaN for floats, a pattern for integers).
+pub fn poison(d: DType) -> Scalar {
+    if d.is_float() {
+        Scalar::F(f64::NAN)
+    } else if d.is_bool() {
+        Scalar::B(true)
+    } else {
+        Scalar::I(scalar::wrap(d, 0x5A5A_5A5A_5A5A_5A5A))
+    }
+}
+
+/// Builds the launch of `kernel` (already specialised for `case.consts`) for one case.
+pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Result<Prepared, Diagnostic> {
+    let env = |name: &str| -> Option<Num> {
+        if let Some((_, v)) = case.sizes.iter().find(|(n, _)| n == name) {
+            return Some(Num::I(*v));
+        }
+        match case.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v).or_else(|| kernel.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v)) {
+            Some(ConstValue::Int(i)) => Some(Num::I(i)),
+            Some(ConstValue::Float(f)) => Some(Num::F(f)),
+            Some(ConstValue::Bool(b)) => Some(Num::I(b as i64)),
+            _ => None,
+        }
+    };
+    let mut grid = [1u32; 3];
+    for (i, g) in spec.grid.iter().enumerate() {
+        match eval(g, &env)? {
+            Num::I(v) if v >= 1 && v <= u32::MAX as i64 => grid[i] = v as u32,
+            v => return Err(Diagnostic::error(g.span, format!("grid extent {v:?} is not a positive integer")).label("in this case")),
+        }
+    }
+    for (name, _, span) in &spec.args {
+        if !kernel.params.iter().any(|p| &p.name == name) {
+            let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
+            return Err(Diagnostic::error(*span, format!("`{}` has no parameter `{name}`", kernel.name)).label("unknown argument").note(format!("its parameters are: {}", names.join(", "))));
+        }
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut p = Prepared { grid, args: vec![], buffers: vec![], outputs: vec![], reference_input: RefCase::default() };
+    p.reference_input.sizes = case.sizes.iter().cloned().collect();
+    p.reference_input.consts = kernel.consts.iter().cloned().collect();
+    for param in &kernel.params {
+        let Some((_, spec_arg, span)) = spec.args.iter().find(|(n, ..)| n == &param.name) else {
+            return Err(Diagnostic::error(spec.span, format!("the run spec gives no argument `{}`", param.name)).label("in this run spec").help(format!("add `{}: ...` to `args(..)`", param.name)));
+        };
+        match (param.elem, spec_arg) {
+            (Elem::Ptr { pointee, .. }, ArgSpec::Buffer { shape, init, output }) => {
+                let mut dims = Vec::new();
+                for s in shape {
+                    match eval(s, &env)? {
+                        Num::I(v) if v >= 0 => dims.push(v as usize),
+                        v => return Err(Diagnostic::error(s.span, format!("buffer dimension {v:?} is not a non-negative integer")).label("here")),
+                    }
+                }
+                let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|n| *n <= 1 << 28).ok_or_else(|| {
+                    Diagnostic::error(*span, "buffer too large for verification").label("more than 2^28 elements")
+                })?;
+                let data: Vec<Scalar> = (0..n).map(|i| generate(init, pointee, i, &mut rng)).collect();
+                let buf = Buffer::new(param.name.clone(), pointee, data);
+                p.reference_input.args.insert(param.name.clone(), RefArg::Buffer { data: buf.to_f64(), shape: dims, dtype: pointee });
+                if *output {
+                    p.outputs.push((param.name.clone(), p.buffers.len()));
+                }
+                p.args.push(Arg::Buffer(p.buffers.len()));
+                p.buffers.push(buf);
+            }
+            (Elem::Scalar(d), ArgSpec::Scalar(e)) => {
+                let v = eval(e, &env)?;
+                let s = match (v, d) {
+                    (Num::I(i), d) if d.is_int() => Scalar::I(scalar::wrap(d, i)),
+                    (Num::I(i), DType::Bool) => Scalar::B(i != 0),
+                    (v, d) if d.is_float() => Scalar::F(scalar::round_float(d, v.as_f64())),
+                    _ => return Err(Diagnostic::error(e.span, format!("`{}` is {d}; this value is not", param.name)).label("mismatched argument")),
+                };
+                p.reference_input.args.insert(param.name.clone(), RefArg::Scalar(s.as_f64(d)));
+                p.args.push(Arg::Scalar(s));
+            }
+            (Elem::Ptr { .. }, ArgSpec::Scalar(e)) => {
+                return Err(Diagnostic::error(e.span, format!("`{}` is a pointer; give it a buffer", param.name)).label("not a buffer").help("e.g. `randn([n])`, `zeros([n])`, `output([n])`"));
+            }
+            (Elem::Scalar(d), ArgSpec::Buffer { .. }) => {
+                return Err(Diagnostic::error(*span, format!("`{}` is a scalar {d}, not a buffer", param.name)).label("a buffer"));
+            }
+        }
+    }
+    Ok(p)
+}
+
+fn generate(init: &Init, d: DType, i: usize, rng: &mut rand::rngs::StdRng) -> Scalar {
+    let v = match init {
+        Init::Poison => return poison(d),
+        Init::Randn => rng.sample::<f64, _>(StandardNormal),
+        Init::Rand(lo, hi) => lo + (hi - lo) * rng.random::<f64>(),
+        Init::Randint(lo, hi) => rng.random_range(*lo..(*hi).max(lo + 1)) as f64,
+        Init::Full(v) => *v,
+        Init::Arange => i as f64,
+    };
+    scalar::cast(DType::F64, d, Scalar::F(v), false)
+}
+
+/// PyTorch's default tolerances per dtype: `(rtol, atol)`.
+pub fn default_tolerance(d: DType) -> (f64, f64) {
+    match d {
+        DType::F16 => (1e-3, 1e-5),
+        DType::BF16 => (1.6e-2, 1e-5),
+        DType::F32 => (1.3e-6, 1e-5),
+        DType::F64 => (1e-7, 1e-7),
+        DType::F8E4M3 => (1.25e-1, 1e-2),
+        DType::F8E5M2 => (2.5e-1, 1e-2),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// How one output compared with its expected values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub name: String,
+    pub dtype: DType,
+    pub len: usize,
+    pub max_abs: f64,
+    pub max_rel: f64,
+    pub mismatches: usize,
+    /// The first element out of tolerance: index, got, expected.
+    pub first_bad: Option<(usize, f64, f64)>,
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Comparison {
+    pub fn passed(&self) -> bool {
+        self.mismatches == 0
+    }
+}
+
+/// Compares `got` with `want`: `|got - want| <= atol + rtol * |want|`; NaN never passes.
+pub fn compare(name: &str, dtype: DType, got: &[f64], want: &[f64], (rtol, atol): (f64, f64)) -> Comparison {
+    let mut c = Comparison { name: name.into(), dtype, len: got.len(), max_abs: 0.0, max_rel: 0.0, mismatches: 0, first_bad: None, rtol, atol };
+    if got.len() != want.len() {
+        c.mismatches = got.len().max(want.len());
+        c.first_bad = Some((got.len().min(want.len()), f64::NAN, f64::NAN));
+        return c;
+    }
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let abs = (g - w).abs();
+        let same_inf = g.is_infinite() && g == w;
+        let ok = !g.is_nan() && !w.is_nan() && (same_inf || abs <= atol + rtol * w.abs());
+        if !same_inf && !abs.is_nan() {
+            c.max_abs = c.max_abs.max(abs);
+            if w != 0.0 {
+                c.max_rel = c.max_rel.max(abs / w.abs());
+            }
+        }
+        if !ok {
+            if g.is_nan() || w.is_nan() {
+                c.max_abs = f64::NAN;
+            }
+            c.mismatches += 1;
+            if c.first_bad.is_none() {
+                c.first_bad = Some((i, g, w));
+            }
+        }
+    }
+    c
+}

@@ -1,0 +1,7 @@
+//! Source text to AST. The only module that uses pest.
+
+pub mod ast;
+mod parse;
+mod print;
+
+pub use parse::{parse, MAX_NESTING, MAX_OPERATORS, MAX_SOURCE_BYTES};
