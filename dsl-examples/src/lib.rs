@@ -7,7 +7,19 @@ use std::collections::BTreeMap;
 use tile_lang::spec::{RefCase, Reference};
 
 /// Every reference, by the name a run spec's `reference(..)` uses.
-pub const REFERENCES: &[(&str, Reference)] = &[("vector_add", vector_add)];
+pub const REFERENCES: &[(&str, Reference)] = &[
+    ("vector_add", vector_add),
+    ("softmax", softmax),
+    ("layernorm", layernorm),
+    ("rmsnorm", rmsnorm),
+    ("matmul", matmul),
+    ("attention", attention),
+    ("row_reduce", row_reduce),
+    ("cumsum", cumsum),
+    ("transpose", transpose),
+    ("swiglu", swiglu),
+    ("gelu", gelu),
+];
 
 pub fn reference(name: &str) -> Option<Reference> {
     REFERENCES.iter().find(|(n, _)| *n == name).map(|(_, r)| *r)
@@ -21,4 +33,169 @@ fn out(name: &str, v: Vec<f64>) -> BTreeMap<String, Vec<f64>> {
 pub fn vector_add(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
     let (x, y) = (c.buffer("x"), c.buffer("y"));
     out("out", x.iter().zip(y).map(|(a, b)| a + b).collect())
+}
+
+/// Row softmax of `inp` [rows, cols] (max-subtracted, so exp never overflows).
+pub fn softmax(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (rows, cols) = (c.size("rows"), c.size("cols"));
+    let x = c.buffer("inp");
+    let mut y = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = row.iter().map(|v| (v - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        for (j, v) in e.iter().enumerate() {
+            y[r * cols + j] = v / s;
+        }
+    }
+    out("out", y)
+}
+
+/// LayerNorm over the last axis of `x` [rows, n]: `y`, and the per-row `mean` and `rstd`.
+pub fn layernorm(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (rows, n) = (c.size("rows"), c.size("n"));
+    let (x, w, b, eps) = (c.buffer("x"), c.buffer("w"), c.buffer("b"), c.scalar("eps"));
+    let (mut y, mut mean, mut rstd) = (vec![0.0; rows * n], vec![0.0; rows], vec![0.0; rows]);
+    for r in 0..rows {
+        let row = &x[r * n..(r + 1) * n];
+        let mu = row.iter().sum::<f64>() / n as f64;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / n as f64;
+        let rs = 1.0 / (var + eps).sqrt();
+        for j in 0..n {
+            y[r * n + j] = (row[j] - mu) * rs * w[j] + b[j];
+        }
+        (mean[r], rstd[r]) = (mu, rs);
+    }
+    BTreeMap::from([
+        ("y".to_string(), y),
+        ("mean".to_string(), mean),
+        ("rstd".to_string(), rstd),
+    ])
+}
+
+/// RMSNorm over the last axis of `x` [rows, n], scaled by `w`.
+pub fn rmsnorm(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (rows, n) = (c.size("rows"), c.size("n"));
+    let (x, w, eps) = (c.buffer("x"), c.buffer("w"), c.scalar("eps"));
+    let mut y = vec![0.0; rows * n];
+    for r in 0..rows {
+        let row = &x[r * n..(r + 1) * n];
+        let rs = 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / n as f64 + eps).sqrt();
+        for j in 0..n {
+            y[r * n + j] = row[j] * rs * w[j];
+        }
+    }
+    out("y", y)
+}
+
+/// `c = a @ b` for row-major `a` [M, K] and `b` [K, N].
+pub fn matmul(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (m, n, k) = (c.size("M"), c.size("N"), c.size("K"));
+    let (a, b) = (c.buffer("a"), c.buffer("b"));
+    let mut y = vec![0.0; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let aip = a[i * k + p];
+            for j in 0..n {
+                y[i * n + j] += aip * b[p * n + j];
+            }
+        }
+    }
+    out("c", y)
+}
+
+/// Attention per (batch, head): `o = softmax(scale * q k^T) v` over `[bh, seq, D]` buffers,
+/// keys after the query masked out when `CAUSAL`.
+pub fn attention(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (bh, seq) = (c.size("bh"), c.size("seq"));
+    let d = c.const_int("D") as usize;
+    let causal = c.const_bool("CAUSAL");
+    let scale = c.scalar("scale");
+    let (q, k, v) = (c.buffer("q"), c.buffer("k"), c.buffer("v"));
+    let mut o = vec![0.0; bh * seq * d];
+    for h in 0..bh {
+        let at = |buf: &[f64], row: usize, col: usize| buf[(h * seq + row) * d + col];
+        for i in 0..seq {
+            let keys = if causal { i + 1 } else { seq };
+            let s: Vec<f64> = (0..keys)
+                .map(|j| scale * (0..d).map(|x| at(q, i, x) * at(k, j, x)).sum::<f64>())
+                .collect();
+            let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+            let l: f64 = p.iter().sum();
+            for x in 0..d {
+                o[(h * seq + i) * d + x] = (0..keys).map(|j| p[j] * at(v, j, x)).sum::<f64>() / l;
+            }
+        }
+    }
+    out("o", o)
+}
+
+/// Per row of `x` [rows, cols]: the sum, the max and the index of the first maximum.
+pub fn row_reduce(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (rows, cols) = (c.size("rows"), c.size("cols"));
+    let x = c.buffer("x");
+    let (mut sum, mut max, mut argmax) = (vec![0.0; rows], vec![0.0; rows], vec![0.0; rows]);
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        sum[r] = row.iter().sum();
+        let mut at = 0;
+        for (j, v) in row.iter().enumerate() {
+            if *v > row[at] {
+                at = j;
+            }
+        }
+        (max[r], argmax[r]) = (row[at], at as f64);
+    }
+    BTreeMap::from([
+        ("row_sum".to_string(), sum),
+        ("row_max".to_string(), max),
+        ("row_argmax".to_string(), argmax),
+    ])
+}
+
+/// Inclusive prefix sums along each row of `x` [rows, n].
+pub fn cumsum(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let n = c.size("n");
+    let mut y = c.buffer("x").to_vec();
+    for row in y.chunks_mut(n.max(1)) {
+        for j in 1..row.len() {
+            row[j] += row[j - 1];
+        }
+    }
+    out("y", y)
+}
+
+/// `y[j, i] = x[i, j]` for `x` [M, N].
+pub fn transpose(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (m, n) = (c.size("M"), c.size("N"));
+    let x = c.buffer("x");
+    out("y", (0..n * m).map(|k| x[(k % m) * n + k / m]).collect())
+}
+
+/// `out[r, j] = silu(x[r, j]) * x[r, H + j]` for `x` [rows, 2H] (gate half, then up half).
+pub fn swiglu(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let (rows, h) = (c.size("rows"), c.size("H"));
+    let x = c.buffer("x");
+    let mut y = vec![0.0; rows * h];
+    for r in 0..rows {
+        for j in 0..h {
+            let (g, u) = (x[r * 2 * h + j], x[r * 2 * h + h + j]);
+            y[r * h + j] = g / (1.0 + (-g).exp()) * u;
+        }
+    }
+    out("out", y)
+}
+
+/// GELU, tanh approximation: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+pub fn gelu(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    out(
+        "out",
+        c.buffer("x")
+            .iter()
+            .map(|&x| 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh()))
+            .collect(),
+    )
 }

@@ -14,11 +14,17 @@ pub struct Span {
 
 impl Span {
     pub fn new(start: usize, end: usize) -> Span {
-        Span { start: start as u32, end: end.max(start) as u32 }
+        Span {
+            start: start as u32,
+            end: end.max(start) as u32,
+        }
     }
 
     pub fn to(self, other: Span) -> Span {
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 
     pub fn range(self) -> std::ops::Range<usize> {
@@ -109,7 +115,12 @@ pub fn render(file_name: &str, source: &str, diags: &[Diagnostic]) -> String {
 }
 
 /// Renders diagnostics to a terminal writer (with colour when the writer supports it).
-pub fn emit(out: &mut dyn codespan_reporting::term::termcolor::WriteColor, file_name: &str, source: &str, diags: &[Diagnostic]) {
+pub fn emit(
+    out: &mut dyn codespan_reporting::term::termcolor::WriteColor,
+    file_name: &str,
+    source: &str,
+    diags: &[Diagnostic],
+) {
     let file = SimpleFile::new(file_name, source);
     let config = Config::default();
     for d in diags {

@@ -44,14 +44,27 @@ enum Command {
         /// Only this kernel (default: every kernel in the file).
         #[arg(long)]
         kernel: Option<String>,
+        /// GPU target: 80, 89, 90 or 90a.
+        #[arg(long, default_value = "90a")]
+        sm: String,
+        /// Warps per block (default: the kernel's first `#[warps(..)]` candidate, else 4).
+        #[arg(long)]
+        num_warps: Option<u32>,
+        /// Write the PTX here (one kernel: the file; several: one file per kernel, NAME.ptx).
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
     },
-    /// Run each file's `run` specs and compare with their references.
+    /// Run each file's `run` specs and compare with their references: on the GPU (and with
+    /// the interpreter), or with `--interpret` on the interpreter alone.
     Verify {
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Run on the reference interpreter (the CPU).
+        /// Run on the reference interpreter (the CPU) only.
         #[arg(long)]
         interpret: bool,
+        /// GPU target to compile for: 80, 89, 90 or 90a.
+        #[arg(long, default_value = "90a")]
+        sm: String,
     },
 }
 
@@ -59,6 +72,10 @@ enum Command {
 enum Stage {
     Ast,
     Ir,
+    LlvmIr,
+    Ptx,
+    /// Registers, shared memory and spills as ptxas reports them (needs ptxas).
+    Resources,
 }
 
 /// Runs the command line `args` (program name first); returns the exit code.
@@ -68,14 +85,40 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let text = e.render().to_string();
-            let _ = if code == 0 { write!(out, "{text}") } else { write!(err, "{text}") };
+            let _ = if code == 0 {
+                write!(out, "{text}")
+            } else {
+                write!(err, "{text}")
+            };
             return code;
         }
     };
     let r = match cli.command {
         Command::Check { files, defines } => cmd_check(&files, &defines, out, err),
-        Command::Compile { file, emit, defines, kernel } => cmd_compile(&file, &emit, &defines, kernel.as_deref(), out, err),
-        Command::Verify { files, interpret } => cmd_verify(&files, interpret, out, err),
+        Command::Compile {
+            file,
+            emit,
+            defines,
+            kernel,
+            sm,
+            num_warps,
+            output,
+        } => cmd_compile(
+            &file,
+            &emit,
+            &defines,
+            kernel.as_deref(),
+            &sm,
+            num_warps,
+            output.as_deref(),
+            out,
+            err,
+        ),
+        Command::Verify {
+            files,
+            interpret,
+            sm,
+        } => cmd_verify(&files, interpret, &sm, out, err),
     };
     match r {
         Ok(code) => code,
@@ -91,7 +134,9 @@ fn parse_defines(defines: &[String]) -> anyhow::Result<Bindings> {
     defines
         .iter()
         .map(|d| {
-            let (name, value) = d.split_once('=').ok_or_else(|| anyhow::anyhow!("`-D {d}`: expected NAME=VALUE, e.g. -D BLOCK=1024"))?;
+            let (name, value) = d.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!("`-D {d}`: expected NAME=VALUE, e.g. -D BLOCK=1024")
+            })?;
             let v = if let Ok(i) = value.parse::<i64>() {
                 ConstValue::Int(i)
             } else if let Ok(f) = value.parse::<f64>() {
@@ -114,9 +159,14 @@ struct Source {
 }
 
 fn read(path: &Path) -> anyhow::Result<Source> {
-    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
-    Ok(Source { name: path.display().to_string(), text })
+    let bytes =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
+    Ok(Source {
+        name: path.display().to_string(),
+        text,
+    })
 }
 
 /// Parses and checks a file: the AST, the IR of each kernel (with `bindings`), the run specs,
@@ -131,7 +181,14 @@ pub struct Checked {
 pub fn check_source(text: &str, bindings: &Bindings) -> Checked {
     let ast = match syntax::parse(text) {
         Ok(a) => a,
-        Err(d) => return Checked { ast: None, kernels: vec![], specs: vec![], diags: d },
+        Err(d) => {
+            return Checked {
+                ast: None,
+                kernels: vec![],
+                specs: vec![],
+                diags: d,
+            };
+        }
     };
     let (kernels, mut diags) = check::check_file(text, &ast, bindings);
     let (specs, spec_diags) = spec::parse_specs(&ast);
@@ -139,20 +196,42 @@ pub fn check_source(text: &str, bindings: &Bindings) -> Checked {
     let names = check::kernel_names(&ast);
     for s in &specs {
         if !names.contains(&s.kernel) {
-            diags.push(Diagnostic::error(s.span, format!("run spec for unknown kernel `{}`", s.kernel)).label("no kernel of that name"));
+            diags.push(
+                Diagnostic::error(
+                    s.span,
+                    format!("run spec for unknown kernel `{}`", s.kernel),
+                )
+                .label("no kernel of that name"),
+            );
         }
     }
-    Checked { ast: Some(ast), kernels, specs, diags }
+    Checked {
+        ast: Some(ast),
+        kernels,
+        specs,
+        diags,
+    }
 }
 
-fn cmd_check(files: &[PathBuf], defines: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
+fn cmd_check(
+    files: &[PathBuf],
+    defines: &[String],
+    out: &mut dyn Write,
+    err: &mut dyn WriteColor,
+) -> anyhow::Result<i32> {
     let bindings = parse_defines(defines)?;
     let mut failed = 0;
     for f in files {
         let src = read(f)?;
         let c = check_source(&src.text, &bindings);
         if c.diags.is_empty() {
-            writeln!(out, "{}: ok ({} kernel{})", src.name, c.kernels.len(), if c.kernels.len() == 1 { "" } else { "s" })?;
+            writeln!(
+                out,
+                "{}: ok ({} kernel{})",
+                src.name,
+                c.kernels.len(),
+                if c.kernels.len() == 1 { "" } else { "s" }
+            )?;
         } else {
             diag::emit(err, &src.name, &src.text, &c.diags);
             failed += 1;
@@ -161,8 +240,20 @@ fn cmd_check(files: &[PathBuf], defines: &[String], out: &mut dyn Write, err: &m
     Ok(if failed > 0 { 1 } else { 0 })
 }
 
-fn cmd_compile(file: &Path, emit: &[Stage], defines: &[String], kernel: Option<&str>, out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
+#[allow(clippy::too_many_arguments)]
+fn cmd_compile(
+    file: &Path,
+    emit: &[Stage],
+    defines: &[String],
+    kernel: Option<&str>,
+    sm: &str,
+    num_warps: Option<u32>,
+    output: Option<&Path>,
+    out: &mut dyn Write,
+    err: &mut dyn WriteColor,
+) -> anyhow::Result<i32> {
     let bindings = parse_defines(defines)?;
+    let target = tile_codegen::target(sm)?;
     let src = read(file)?;
     let ast = match syntax::parse(&src.text) {
         Ok(a) => a,
@@ -185,6 +276,58 @@ fn cmd_compile(file: &Path, emit: &[Stage], defines: &[String], kernel: Option<&
                 if emit.contains(&Stage::Ir) {
                     write!(out, "{k}")?;
                 }
+                let wants_gpu = output.is_some()
+                    || emit
+                        .iter()
+                        .any(|s| matches!(s, Stage::LlvmIr | Stage::Ptx | Stage::Resources));
+                if !wants_gpu {
+                    continue;
+                }
+                let opts = tile_codegen::CompileOptions {
+                    target: target.clone(),
+                    num_warps: num_warps.unwrap_or_else(|| k.warps.first().copied().unwrap_or(4)),
+                };
+                let c = match tile_codegen::compile(&k, &opts) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        writeln!(err, "error: {}: kernel `{}`: {e}", src.name, k.name)?;
+                        failed = true;
+                        continue;
+                    }
+                };
+                if emit.contains(&Stage::LlvmIr) {
+                    write!(out, "{}", c.llvm_ir)?;
+                }
+                if emit.contains(&Stage::Ptx) {
+                    write!(out, "{}", c.ptx)?;
+                }
+                if emit.contains(&Stage::Resources) {
+                    let ptxas = tile_codegen::ptxas::find().ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "`--emit resources` needs ptxas: run tests/setup.sh, or set TILE_PTXAS"
+                        )
+                    })?;
+                    match tile_codegen::ptxas::assemble(&ptxas, &c.ptx, target.sm) {
+                        Ok((_, r)) => writeln!(
+                            out,
+                            "{}: {r}, dynamic shared {} B, {} threads",
+                            k.name, c.smem_bytes, c.threads_per_block
+                        )?,
+                        Err(e) => {
+                            writeln!(err, "error: {}: kernel `{}`: {e}", src.name, k.name)?;
+                            failed = true;
+                        }
+                    }
+                }
+                if let Some(o) = output {
+                    let path = if kernel.is_some() || check::kernel_names(&ast).len() == 1 {
+                        o.to_path_buf()
+                    } else {
+                        o.join(format!("{}.ptx", k.name))
+                    };
+                    std::fs::write(&path, &c.ptx)
+                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                }
             }
             Err(d) => {
                 diag::emit(err, &src.name, &src.text, &d);
@@ -197,7 +340,9 @@ fn cmd_compile(file: &Path, emit: &[Stage], defines: &[String], kernel: Option<&
 
 /// The seed of one case's inputs: stable across runs and machines.
 fn seed(kernel: &str, case: usize) -> u64 {
-    kernel.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) ^ case as u64
+    kernel.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    }) ^ case as u64
 }
 
 /// One verified case, as printed.
@@ -207,6 +352,8 @@ pub struct CaseResult {
     pub comparisons: Vec<spec::Comparison>,
     pub error: Option<String>,
     pub millis: f64,
+    /// What the kernel's `print`s wrote.
+    pub printed: Vec<String>,
 }
 
 impl CaseResult {
@@ -217,6 +364,19 @@ impl CaseResult {
 
 /// Runs every case of every run spec in `text` on the interpreter.
 pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
+    verify(text, None)
+}
+
+/// Where the GPU runs: the device and how to compile for it.
+pub struct GpuBackend {
+    pub gpu: tile_runtime::Gpu,
+    pub target: tile_codegen::Target,
+    pub ptxas: Option<PathBuf>,
+}
+
+/// Runs every case of every run spec in `text`: on the GPU when one is given (comparing with
+/// the reference and with the interpreter), else on the interpreter.
+pub fn verify(text: &str, gpu: Option<&GpuBackend>) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
     let c = check_source(text, &vec![]);
     if !c.diags.is_empty() {
         return Err(c.diags);
@@ -228,18 +388,37 @@ pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>
             Some((name, span)) => match tile_examples::reference(name) {
                 Some(r) => Some(r),
                 None => {
-                    return Err(vec![Diagnostic::error(*span, format!("no reference named `{name}`"))
-                        .label("unknown reference")
-                        .note(format!("known references: {}", tile_examples::REFERENCES.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")))]);
+                    return Err(vec![
+                        Diagnostic::error(*span, format!("no reference named `{name}`"))
+                            .label("unknown reference")
+                            .note(format!(
+                                "known references: {}",
+                                tile_examples::REFERENCES
+                                    .iter()
+                                    .map(|r| r.0)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )),
+                    ]);
                 }
             },
             None => None,
         };
         for (i, case) in spec::cases(s).map_err(|d| vec![d])?.iter().enumerate() {
             let started = Instant::now();
-            let mut r = CaseResult { kernel: s.kernel.clone(), case: case.label(), comparisons: vec![], error: None, millis: 0.0 };
-            match run_case(text, &ast, s, case, seed(&s.kernel, i), reference) {
-                Ok(c) => r.comparisons = c,
+            let mut r = CaseResult {
+                kernel: s.kernel.clone(),
+                case: case.label(),
+                comparisons: vec![],
+                error: None,
+                millis: 0.0,
+                printed: vec![],
+            };
+            match run_case(text, &ast, s, case, seed(&s.kernel, i), reference, gpu) {
+                Ok((c, printed)) => {
+                    r.comparisons = c;
+                    r.printed = printed;
+                }
                 Err(e) => r.error = Some(e),
             }
             r.millis = started.elapsed().as_secs_f64() * 1e3;
@@ -249,7 +428,17 @@ pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>
     Ok(results)
 }
 
-fn run_case(text: &str, ast: &syntax::ast::File, s: &RunSpec, case: &Case, seed: u64, reference: Option<spec::Reference>) -> Result<Vec<spec::Comparison>, String> {
+type CaseOutcome = (Vec<spec::Comparison>, Vec<String>);
+
+fn run_case(
+    text: &str,
+    ast: &syntax::ast::File,
+    s: &RunSpec,
+    case: &Case,
+    seed: u64,
+    reference: Option<spec::Reference>,
+    gpu: Option<&GpuBackend>,
+) -> Result<CaseOutcome, String> {
     let render = |d: Vec<Diagnostic>| diag::render("spec", text, &d);
     let kernel = check::check_kernel(text, ast, &s.kernel, &case.consts).map_err(render)?;
     let mut p = spec::prepare(s, case, &kernel, seed).map_err(|d| render(vec![d]))?;
@@ -257,25 +446,165 @@ fn run_case(text: &str, ast: &syntax::ast::File, s: &RunSpec, case: &Case, seed:
         return Err("the run spec names no `reference(..)`".into());
     };
     let expected = reference(&p.reference_input);
-    interp::run(&kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| e.to_string())?;
+    let initial = p.buffers.clone();
+    let printed = interp::run(&kernel, p.grid, &p.args, &mut p.buffers)
+        .map_err(|e| format!("interpreter: {e}"))?;
     let mut out = Vec::new();
+    let gpu_out = match gpu {
+        Some(g) => Some(run_on_gpu(g, &kernel, &p, initial)?),
+        None => None,
+    };
     for (name, idx) in &p.outputs {
         let buf = &p.buffers[*idx];
-        let want = expected.get(name).ok_or_else(|| format!("the reference gives no values for output `{name}`"))?;
-        let tol = s.tolerance.unwrap_or_else(|| spec::default_tolerance(buf.dtype));
-        out.push(spec::compare(name, buf.dtype, &buf.to_f64(), want, tol));
+        let want = expected
+            .get(name)
+            .ok_or_else(|| format!("the reference gives no values for output `{name}`"))?;
+        let tol = s
+            .tolerance
+            .unwrap_or_else(|| spec::default_tolerance(buf.dtype));
+        match &gpu_out {
+            None => out.push(spec::compare(name, buf.dtype, &buf.to_f64(), want, tol)),
+            Some(g) => {
+                let got = g[*idx].to_f64();
+                out.push(spec::compare(
+                    &format!("{name} vs reference"),
+                    buf.dtype,
+                    &got,
+                    want,
+                    tol,
+                ));
+                out.push(spec::compare(
+                    &format!("{name} vs interpreter"),
+                    buf.dtype,
+                    &got,
+                    &buf.to_f64(),
+                    tol,
+                ));
+            }
+        }
     }
-    Ok(out)
+    Ok((out, printed))
 }
 
-fn cmd_verify(files: &[PathBuf], interpret: bool, out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
-    if !interpret {
-        anyhow::bail!("verification on the GPU is not available in this build; pass --interpret to verify on the reference interpreter");
+/// Compiles and launches one case on the GPU with the case's initial buffers (outputs
+/// poisoned); returns the buffers as the GPU left them.
+fn run_on_gpu(
+    g: &GpuBackend,
+    kernel: &Kernel,
+    p: &spec::Prepared,
+    initial: Vec<interp::Buffer>,
+) -> Result<Vec<interp::Buffer>, String> {
+    use tile_runtime::{Image, KernelArg};
+    let opts = tile_codegen::CompileOptions {
+        target: g.target.clone(),
+        num_warps: kernel.warps.first().copied().unwrap_or(4),
+    };
+    let c = tile_codegen::compile(kernel, &opts).map_err(|e| format!("codegen: {e}"))?;
+    let cubin = match &g.ptxas {
+        Some(ptxas) => Some(tile_codegen::ptxas::assemble(ptxas, &c.ptx, g.target.sm)?.0),
+        None => None,
+    };
+    let image = match &cubin {
+        Some(b) => Image::Cubin(b),
+        None => Image::Ptx(&c.ptx),
+    };
+    let f = g
+        .gpu
+        .load(image, &c.name, c.smem_bytes)
+        .map_err(|e| e.to_string())?;
+    let dev: Vec<_> = initial
+        .iter()
+        .map(|b| g.gpu.upload(&to_bytes(b)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut args = Vec::new();
+    for (param, a) in kernel.params.iter().zip(&p.args) {
+        args.push(match (a, param.elem) {
+            (interp::Arg::Buffer(i), _) => KernelArg::Buffer(&dev[*i]),
+            (interp::Arg::Scalar(v), tile_lang::ir::Elem::Scalar(d)) => {
+                let bits = interp::scalar::to_bits(d, *v);
+                match d.bits() {
+                    8 => KernelArg::U8(bits as u8),
+                    16 => KernelArg::U16(bits as u16),
+                    32 if d == DType::F32 => KernelArg::F32(f32::from_bits(bits as u32)),
+                    32 => KernelArg::U32(bits as u32),
+                    _ if d == DType::F64 => KernelArg::F64(f64::from_bits(bits)),
+                    _ => KernelArg::U64(bits),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "argument for `{}` does not match its type",
+                    param.name
+                ));
+            }
+        });
     }
+    g.gpu
+        .launch(&f, p.grid, c.threads_per_block, c.smem_bytes, &args)
+        .map_err(|e| e.to_string())?;
+    let mut result = initial;
+    for (b, d) in result.iter_mut().zip(&dev) {
+        let bytes = g.gpu.download(d).map_err(|e| e.to_string())?;
+        *b = from_bytes(&b.name, b.dtype, &bytes);
+    }
+    Ok(result)
+}
+
+fn to_bytes(b: &interp::Buffer) -> Vec<u8> {
+    let w = b.dtype.bytes();
+    b.data
+        .iter()
+        .flat_map(|v| {
+            interp::scalar::to_bits(b.dtype, *v)
+                .to_le_bytes()
+                .into_iter()
+                .take(w)
+        })
+        .collect()
+}
+
+fn from_bytes(name: &str, d: DType, bytes: &[u8]) -> interp::Buffer {
+    let w = d.bytes();
+    let data = bytes.chunks(w).map(|c| {
+        let mut x = [0u8; 8];
+        x[..w].copy_from_slice(c);
+        interp::scalar::from_bits(d, u64::from_le_bytes(x))
+    });
+    interp::Buffer::new(name, d, data.collect())
+}
+
+fn cmd_verify(
+    files: &[PathBuf],
+    interpret: bool,
+    sm: &str,
+    out: &mut dyn Write,
+    err: &mut dyn WriteColor,
+) -> anyhow::Result<i32> {
+    let backend = if interpret {
+        None
+    } else {
+        let gpu = tile_runtime::Gpu::new(0).map_err(|e| {
+            anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead")
+        })?;
+        let target = tile_codegen::target(sm)?;
+        writeln!(
+            out,
+            "GPU: {} (compute capability {:?}), target {}",
+            gpu.name(),
+            gpu.compute_capability()?,
+            target.sm
+        )?;
+        Some(GpuBackend {
+            gpu,
+            target,
+            ptxas: tile_codegen::ptxas::find(),
+        })
+    };
     let (mut passed, mut failed) = (0, 0);
     for f in files {
         let src = read(f)?;
-        match verify_interpreted(&src.text) {
+        match verify(&src.text, backend.as_ref()) {
             Err(d) => {
                 diag::emit(err, &src.name, &src.text, &d);
                 failed += 1;
@@ -288,16 +617,52 @@ fn cmd_verify(files: &[PathBuf], interpret: bool, out: &mut dyn Write, err: &mut
                 writeln!(out, "{}", src.name)?;
                 for r in results {
                     let status = if r.passed() { "ok" } else { "FAILED" };
-                    writeln!(out, "  {:<6} {} [{}]  ({:.0} ms)", status, r.kernel, r.case, r.millis)?;
+                    writeln!(
+                        out,
+                        "  {:<6} {} [{}]  ({:.0} ms)",
+                        status, r.kernel, r.case, r.millis
+                    )?;
+                    const SHOWN: usize = 20;
+                    for line in r.printed.iter().take(SHOWN) {
+                        writeln!(out, "         print: {line}")?;
+                    }
+                    if r.printed.len() > SHOWN {
+                        writeln!(
+                            out,
+                            "         print: ... {} more lines",
+                            r.printed.len() - SHOWN
+                        )?;
+                    }
                     if let Some(e) = &r.error {
                         for line in e.lines() {
                             writeln!(out, "         {line}")?;
                         }
                     }
+                    let width = r
+                        .comparisons
+                        .iter()
+                        .map(|c| c.name.len())
+                        .max()
+                        .unwrap_or(0)
+                        .max(8);
                     for c in &r.comparisons {
-                        write!(out, "         {:<8} {:>9} {:<6} max abs {:.2e}  max rel {:.2e}  (rtol {:.1e}, atol {:.1e})", c.name, c.len, c.dtype.name(), c.max_abs, c.max_rel, c.rtol, c.atol)?;
+                        write!(
+                            out,
+                            "         {:<width$} {:>9} {:<6} max abs {:.2e}  max rel {:.2e}  (rtol {:.1e}, atol {:.1e})",
+                            c.name,
+                            c.len,
+                            c.dtype.name(),
+                            c.max_abs,
+                            c.max_rel,
+                            c.rtol,
+                            c.atol
+                        )?;
                         match c.first_bad {
-                            Some((i, g, w)) => writeln!(out, "  {} mismatches; first at [{i}]: got {g}, expected {w}", c.mismatches)?,
+                            Some((i, g, w)) => writeln!(
+                                out,
+                                "  {} mismatches; first at [{i}]: got {g}, expected {w}",
+                                c.mismatches
+                            )?,
                             None => writeln!(out)?,
                         }
                     }

@@ -13,7 +13,10 @@ impl Cx<'_> {
         match &e.kind {
             ExprKind::Int(v) => {
                 if *v > u64::MAX as u128 {
-                    return self.fail(Diagnostic::error(e.span, "integer literal too large").label("does not fit in 64 bits"));
+                    return self.fail(
+                        Diagnostic::error(e.span, "integer literal too large")
+                            .label("does not fit in 64 bits"),
+                    );
                 }
                 Ok(Val::Lit(Lit::Int(*v as i128)))
             }
@@ -37,9 +40,15 @@ impl Cx<'_> {
                 let v = self.expr(base)?;
                 self.index(v, base.span, items, e.span)
             }
-            ExprKind::Tuple(xs) => Ok(Val::Tuple(xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?)),
-            ExprKind::List(xs) => Ok(Val::List(xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?)),
-            ExprKind::If { cond, then, els } => self.if_expr(cond, then, els.as_deref(), e.span, true),
+            ExprKind::Tuple(xs) => Ok(Val::Tuple(
+                xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?,
+            )),
+            ExprKind::List(xs) => Ok(Val::List(
+                xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?,
+            )),
+            ExprKind::If { cond, then, els } => {
+                self.if_expr(cond, then, els.as_deref(), e.span, true)
+            }
             ExprKind::Block(b) => self.block(b),
         }
     }
@@ -62,13 +71,16 @@ impl Cx<'_> {
         if self.helper(n).is_some() {
             return Ok(Val::Func(n.to_string()));
         }
-        let mut d = Diagnostic::error(span, format!("cannot find `{n}` in this scope")).label("not found");
+        let mut d =
+            Diagnostic::error(span, format!("cannot find `{n}` in this scope")).label("not found");
         let mut candidates: Vec<String> = Vec::new();
         for s in self.scopes[self.frame_base()..].iter() {
             candidates.extend(s.names.keys().cloned());
         }
         candidates.extend(BUILTIN_NAMES.iter().map(|s| s.to_string()));
-        if let Some(best) = closest(n, candidates.iter().map(|s| s.as_str())) {
+        if let Some(t) = super::suggest_dtype(n) {
+            d = d.help(format!("for the dtype, write `{t}`"));
+        } else if let Some(best) = closest(n, candidates.iter().map(|s| s.as_str())) {
             d = d.help(format!("a name with a similar spelling exists: `{best}`"));
         } else if super::builtins::is_builtin(n) {
             d = d.help(format!("`{n}` is a function: call it as `{n}(..)`"));
@@ -132,7 +144,9 @@ impl Cx<'_> {
 
     /// A literal as a constant of dtype `d`; integers must fit.
     pub fn lit_value(&mut self, v: Val, d: DType, span: Span) -> R<ValueId> {
-        let Val::Lit(l) = v else { unreachable!("lit_value takes literals") };
+        let Val::Lit(l) = v else {
+            unreachable!("lit_value takes literals")
+        };
         let c = match (l, d) {
             (Lit::Bool(b), DType::Bool) => ConstValue::Bool(b),
             (Lit::Bool(b), d) if d.is_int() => ConstValue::Int(b as i64),
@@ -140,18 +154,26 @@ impl Cx<'_> {
             (Lit::Int(i), d) if d.is_int() => {
                 let (lo, hi) = scalar::int_range(d);
                 if i < lo || i > hi {
-                    return self.fail(Diagnostic::error(span, format!("literal {i} does not fit in {d}"))
-                        .label(format!("{d} holds {lo}..={hi}")));
+                    return self.fail(
+                        Diagnostic::error(span, format!("literal {i} does not fit in {d}"))
+                            .label(format!("{d} holds {lo}..={hi}")),
+                    );
                 }
-                ConstValue::Int(if d == DType::U64 { i as u64 as i64 } else { i as i64 })
+                ConstValue::Int(if d == DType::U64 {
+                    i as u64 as i64
+                } else {
+                    i as i64
+                })
             }
             (Lit::Int(i), DType::Bool) => ConstValue::Bool(i != 0),
             (Lit::Int(i), _) => ConstValue::Float(scalar::round_float(d, i as f64)),
             (Lit::Float(f), d) if d.is_float() => ConstValue::Float(scalar::round_float(d, f)),
             (Lit::Float(_), d) => {
-                return self.fail(Diagnostic::error(span, format!("a float literal cannot become {d}"))
-                    .label("float literal")
-                    .help(format!("write an integer, or convert with `.to({d})`")));
+                return self.fail(
+                    Diagnostic::error(span, format!("a float literal cannot become {d}"))
+                        .label("float literal")
+                        .help(format!("write an integer, or convert with `.to({d})`")),
+                );
             }
         };
         Ok(self.constant(c, d))
@@ -165,7 +187,13 @@ impl Cx<'_> {
                 let d = match (l, hint) {
                     (Lit::Float(_), Some(h)) if !h.is_float() => DType::F32,
                     (_, Some(h)) => h,
-                    (Lit::Int(i), None) => if i32::try_from(i).is_ok() { DType::I32 } else { DType::I64 },
+                    (Lit::Int(i), None) => {
+                        if i32::try_from(i).is_ok() {
+                            DType::I32
+                        } else {
+                            DType::I64
+                        }
+                    }
                     (Lit::Float(_), None) => DType::F32,
                     (Lit::Bool(_), None) => DType::Bool,
                 };
@@ -192,7 +220,12 @@ impl Cx<'_> {
             let folded = scalar::cast_const(c, t.dtype().unwrap(), d);
             return Ok(self.constant(folded, d));
         }
-        self.emit1(OpKind::Cast(ir::Rounding::Rne), vec![v], t.with_dtype(d), span)
+        self.emit1(
+            OpKind::Cast(ir::Rounding::Rne),
+            vec![v],
+            t.with_dtype(d),
+            span,
+        )
     }
 
     pub fn broadcast_to(&mut self, v: ValueId, shape: &[usize], span: Span) -> R<ValueId> {
@@ -200,23 +233,34 @@ impl Cx<'_> {
         if t.shape == shape {
             return Ok(v);
         }
-        self.emit1(OpKind::Broadcast, vec![v], t.with_shape(shape.to_vec()), span)
+        self.emit1(
+            OpKind::Broadcast,
+            vec![v],
+            t.with_shape(shape.to_vec()),
+            span,
+        )
     }
 
     /// The common shape of operands, or a "shape mismatch" diagnostic.
-    pub fn common_shape(&mut self, parts: &[(ValueId, Span)], span: Span) -> R<Vec<usize>> {
+    pub fn common_shape(&mut self, parts: &[(ValueId, Span)], _span: Span) -> R<Vec<usize>> {
         let mut shape: Vec<usize> = vec![];
         for (i, (v, s)) in parts.iter().enumerate() {
             let vs = self.ty(*v).shape.clone();
             match ir::broadcast_shapes(&shape, &vs) {
                 Some(n) => shape = n,
                 None => {
-                    let (prev_v, prev_s) = parts[..i].iter().rev().find(|(p, _)| !self.ty(*p).shape.is_empty()).copied().unwrap_or(parts[0]);
+                    let (prev_v, prev_s) = parts[..i]
+                        .iter()
+                        .rev()
+                        .find(|(p, _)| !self.ty(*p).shape.is_empty())
+                        .copied()
+                        .unwrap_or(parts[0]);
                     let prev = self.ty(prev_v).shape.clone();
-                    return self.fail(Diagnostic::error(span, format!("shape mismatch: {} and {} do not broadcast", fmt_shape(&prev), fmt_shape(&vs)))
-                        .label("in this operation")
+                    // The operand that does not fit is the primary place; the whole operation
+                    // would start where the first operand starts and blur the two labels.
+                    return self.fail(Diagnostic::error(*s, format!("shape mismatch: {} and {} do not broadcast", fmt_shape(&prev), fmt_shape(&vs)))
+                        .label(format!("this has shape {}", fmt_shape(&vs)))
                         .with(prev_s, format!("this has shape {}", fmt_shape(&prev)))
-                        .with(*s, format!("this has shape {}", fmt_shape(&vs)))
                         .note("dimensions broadcast when they are equal or one of them is 1; use `x[:, None]` to add an axis"));
                 }
             }
@@ -233,7 +277,9 @@ impl Cx<'_> {
             ids.push((id, *s));
         }
         let shape = self.common_shape(&ids, span)?;
-        ids.into_iter().map(|(id, s)| self.broadcast_to(id, &shape, s)).collect()
+        ids.into_iter()
+            .map(|(id, s)| self.broadcast_to(id, &shape, s))
+            .collect()
     }
 
     /// The dtype operands meet in: typed operands promote; literals adapt.
@@ -246,14 +292,23 @@ impl Cx<'_> {
                 d = Some(d.map_or(x, |y| DType::promote(x, y)));
             }
         }
-        let has_float_lit = parts.iter().any(|(v, _)| matches!(v, Val::Lit(Lit::Float(_))));
+        let has_float_lit = parts
+            .iter()
+            .any(|(v, _)| matches!(v, Val::Lit(Lit::Float(_))));
         match d {
             Some(d) if has_float_lit && !d.is_float() => DType::F32,
             Some(d) => d,
             None if has_float_lit => DType::F32,
-            None if parts.iter().all(|(v, _)| matches!(v, Val::Lit(Lit::Bool(_)))) => DType::Bool,
+            None if parts
+                .iter()
+                .all(|(v, _)| matches!(v, Val::Lit(Lit::Bool(_)))) =>
+            {
+                DType::Bool
+            }
             None => {
-                let big = parts.iter().any(|(v, _)| matches!(v, Val::Lit(Lit::Int(i)) if i32::try_from(*i).is_err()));
+                let big = parts
+                    .iter()
+                    .any(|(v, _)| matches!(v, Val::Lit(Lit::Int(i)) if i32::try_from(*i).is_err()));
                 if big { DType::I64 } else { DType::I32 }
             }
         }
@@ -275,17 +330,26 @@ impl Cx<'_> {
             other => {
                 let sym = if op == UnOp::Neg { "-" } else { "!" };
                 let l = self.describe(&other);
-                return self.fail(Diagnostic::error(span, format!("cannot apply `{sym}` to this value")).label(l));
+                return self.fail(
+                    Diagnostic::error(span, format!("cannot apply `{sym}` to this value")).label(l),
+                );
             }
         };
         let d = self.ty(id).dtype().unwrap();
         let uop = match op {
             UnOp::Neg if d.is_bool() => {
-                return self.fail(Diagnostic::error(span, "cannot negate a bool").label("bool").help("use `!` for logical not"));
+                return self.fail(
+                    Diagnostic::error(span, "cannot negate a bool")
+                        .label("bool")
+                        .help("use `!` for logical not"),
+                );
             }
             UnOp::Neg => UnaryOp::Neg,
             UnOp::Not if d.is_float() => {
-                return self.fail(Diagnostic::error(span, format!("cannot apply `!` to {d}")).label("needs bool or an integer"));
+                return self.fail(
+                    Diagnostic::error(span, format!("cannot apply `!` to {d}"))
+                        .label("needs bool or an integer"),
+                );
             }
             UnOp::Not => UnaryOp::Not,
         };
@@ -311,14 +375,22 @@ impl Cx<'_> {
         if let (Val::Lit(x), Val::Lit(y)) = (&a, &b) {
             return match fold_lits(op, *x, *y) {
                 Some(l) => Ok(Val::Lit(l)),
-                None => self.fail(Diagnostic::error(span, format!("cannot compute `{}` on these literals", op.symbol()))
-                    .label("division by zero, overflow, or mismatched literal kinds")),
+                None => self.fail(
+                    Diagnostic::error(
+                        span,
+                        format!("cannot compute `{}` on these literals", op.symbol()),
+                    )
+                    .label("division by zero, overflow, or mismatched literal kinds"),
+                ),
             };
         }
         for (v, s) in [(&a, sa), (&b, sb)] {
             if !matches!(v, Val::V(_) | Val::Lit(_)) {
                 let l = self.describe(v);
-                return self.fail(Diagnostic::error(s, format!("`{}` needs numbers or tiles", op.symbol())).label(l));
+                return self.fail(
+                    Diagnostic::error(s, format!("`{}` needs numbers or tiles", op.symbol()))
+                        .label(l),
+                );
             }
         }
         let pa = matches!(a, Val::V(id) if self.ty(id).elem.is_ptr());
@@ -330,14 +402,29 @@ impl Cx<'_> {
         let mut d = self.meet(&parts);
         use BinOp::*;
         let kind_err = |cx: &mut Self, needs: &str| -> R<Val> {
-            cx.fail(Diagnostic::error(span, format!("`{}` needs {needs}; found {d}", op.symbol()))
-                .label(format!("operands are {d}"))
-                .with(sa, cx.describe(&parts[0].0))
-                .with(sb, cx.describe(&parts[1].0)))
+            let (da, db) = (cx.describe(&parts[0].0), cx.describe(&parts[1].0));
+            let mut e =
+                Diagnostic::error(span, format!("`{}` needs {needs}; found {d}", op.symbol()));
+            e = if da == db {
+                e.label(format!(
+                    "both operands are {}",
+                    da.trim_start_matches("this is ")
+                ))
+            } else {
+                e.label(format!("operands are {d}"))
+                    .with(sa, da)
+                    .with(sb, db)
+            };
+            if matches!(op, BitAnd | BitOr | BitXor) && d.is_float() {
+                e = e.help("to combine conditions, compare first: `(a > 0.0) & (b > 0.0)`; to work on the bits, `bitcast` to an integer type");
+            }
+            cx.fail(e)
         };
         match op {
             LogicAnd | LogicOr if !d.is_bool() => return kind_err(self, "bool operands"),
-            BitAnd | BitOr | BitXor if d.is_float() => return kind_err(self, "integer or bool operands"),
+            BitAnd | BitOr | BitXor if d.is_float() => {
+                return kind_err(self, "integer or bool operands");
+            }
             Shl | Shr if !d.is_int() => return kind_err(self, "integer operands"),
             Add | Sub | Mul | Div | Rem if d.is_bool() => {
                 return kind_err(self, "numbers (convert bools with `.to(i32)`)");
@@ -375,28 +462,52 @@ impl Cx<'_> {
     /// Emits (or folds) a binary or comparison op on operands of one type.
     pub fn binary_kind(&mut self, kind: OpKind, x: ValueId, y: ValueId, span: Span) -> R<ValueId> {
         let t = self.ty(x).clone();
-        let rt = if matches!(kind, OpKind::Cmp(_)) { t.with_dtype(DType::Bool) } else { t.clone() };
+        let rt = if matches!(kind, OpKind::Cmp(_)) {
+            t.with_dtype(DType::Bool)
+        } else {
+            t.clone()
+        };
         if let (Some(cx), Some(cy)) = (self.known.get(&x).copied(), self.known.get(&y).copied())
             && t.is_scalar()
         {
             match scalar::fold_binary(&kind, t.dtype().unwrap(), cx, cy) {
                 Ok(Some(c)) => return Ok(self.constant(c, rt.dtype().unwrap())),
                 Ok(None) => {}
-                Err(msg) => return self.fail(Diagnostic::error(span, msg).label("in this constant expression")),
+                Err(msg) => {
+                    return self
+                        .fail(Diagnostic::error(span, msg).label("in this constant expression"));
+                }
             }
         }
         self.emit1(kind, vec![x, y], rt, span)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn pointer_arith(&mut self, op: BinOp, a: Val, sa: Span, b: Val, sb: Span, span: Span, pa: bool, pb: bool) -> R<Val> {
+    fn pointer_arith(
+        &mut self,
+        op: BinOp,
+        a: Val,
+        sa: Span,
+        b: Val,
+        sb: Span,
+        span: Span,
+        pa: bool,
+        pb: bool,
+    ) -> R<Val> {
         let (p, ps, o, os) = match (op, pa, pb) {
             (BinOp::Add, true, false) | (BinOp::Sub, true, false) => (a, sa, b, sb),
             (BinOp::Add, false, true) => (b, sb, a, sa),
             _ => {
-                return self.fail(Diagnostic::error(span, format!("`{}` is not defined on pointers", op.symbol()))
-                    .label("pointer arithmetic")
-                    .note("a pointer can be offset by an integer: `ptr + offsets`, `ptr - n`"));
+                let mut e = Diagnostic::error(
+                    span,
+                    format!("`{}` is not defined on pointers", op.symbol()),
+                )
+                .label("pointer arithmetic")
+                .note("a pointer can be offset by an integer: `ptr + offsets`, `ptr - n`");
+                if op == BinOp::Mul {
+                    e = e.help("scale the offsets instead: `ptr + offs * n`");
+                }
+                return self.fail(e);
             }
         };
         let od = match &o {
@@ -406,18 +517,31 @@ impl Cx<'_> {
         };
         let Some(od) = od.filter(|d| d.is_int()) else {
             let l = self.describe(&o);
-            return self.fail(Diagnostic::error(os, "a pointer offset must be an integer").label(l).with(ps, "pointer"));
+            let mut e = Diagnostic::error(os, "a pointer offset must be an integer")
+                .label(l)
+                .with(ps, "pointer");
+            if od.is_some_and(|d| d.is_float()) || matches!(o, Val::Lit(Lit::Float(_))) {
+                e = e.help("offsets count elements; compute them with integers, or convert with `.to(i32)`");
+            }
+            return self.fail(e);
         };
         let Val::V(pid) = p else { unreachable!() };
         let mut off = self.value(o, os, Some(od))?;
         if op == BinOp::Sub {
+            // Negate in 64 bits: an unsigned offset must move the pointer back, not forward.
+            off = self.cast(off, DType::I64, os)?;
             off = self.unary(UnaryOp::Neg, off, os)?;
         }
         let shape = self.common_shape(&[(pid, ps), (off, os)], span)?;
         let pid = self.broadcast_to(pid, &shape, ps)?;
         let off = self.broadcast_to(off, &shape, os)?;
         let t = self.ty(pid).clone();
-        Ok(Val::V(self.emit1(OpKind::PtrAdd, vec![pid, off], t, span)?))
+        Ok(Val::V(self.emit1(
+            OpKind::PtrAdd,
+            vec![pid, off],
+            t,
+            span,
+        )?))
     }
 
     fn index(&mut self, v: Val, vs: Span, items: &[IndexItem], span: Span) -> R<Val> {
@@ -431,7 +555,10 @@ impl Cx<'_> {
             }
         };
         let rank = self.ty(id).shape.len();
-        let full = items.iter().filter(|i| matches!(i, IndexItem::Full(_))).count();
+        let full = items
+            .iter()
+            .filter(|i| matches!(i, IndexItem::Full(_)))
+            .count();
         if full != rank {
             return self.fail(Diagnostic::error(span, format!("index has {full} `:` but the tile has {rank} axes"))
                 .label(format!("the tile is {}", self.ty(id)))
@@ -451,7 +578,13 @@ impl Cx<'_> {
 }
 
 pub(crate) fn fmt_shape(s: &[usize]) -> String {
-    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        s.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn fold_lits(op: BinOp, a: Lit, b: Lit) -> Option<Lit> {
@@ -522,8 +655,15 @@ impl Lit {
 }
 
 /// The candidate closest to `name` by edit distance, if close enough to be a likely typo.
-pub(crate) fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
+    // Every one-letter name is one edit from every other: no suggestion is better than a guess.
+    if name.chars().count() < 2 {
+        return None;
+    }
     for c in candidates {
         let d = edit_distance(name, c);
         if d <= (name.len().max(2) / 3).max(1) && best.is_none_or(|(bd, _)| d < bd) {

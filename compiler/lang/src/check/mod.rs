@@ -11,8 +11,10 @@ mod stmt;
 
 use std::collections::HashMap;
 
-use crate::diag::{line_col, Diagnostic, Span};
-use crate::ir::{self, ConstValue, DType, Elem, Kernel, KernelParam, Loc, Op, OpKind, Region, Type, ValueId};
+use crate::diag::{Diagnostic, Span, line_col};
+use crate::ir::{
+    self, ConstValue, DType, Elem, Kernel, KernelParam, Loc, Op, OpKind, Region, Type, ValueId,
+};
 use crate::syntax::ast;
 
 /// Values for compile-time parameters, by name (`-D NAME=VALUE`, a run spec, the JIT).
@@ -27,6 +29,11 @@ const MAX_OPS: usize = 200_000;
 /// The compile-time parameters of a kernel and the values they take by default.
 pub fn kernel_consts(def: &ast::FnDef) -> Vec<&ast::ConstParam> {
     def.consts.iter().collect()
+}
+
+/// The candidate closest to `name`, if close enough to be a likely typo.
+pub fn closest_name<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    expr::closest(name, candidates)
 }
 
 /// Finds a kernel by name.
@@ -49,7 +56,11 @@ pub fn kernel_names(file: &ast::File) -> Vec<String> {
 }
 
 /// Checks the file's items (duplicate names) and every kernel with its default bindings.
-pub fn check_file(src: &str, file: &ast::File, bindings: &Bindings) -> (Vec<Kernel>, Vec<Diagnostic>) {
+pub fn check_file(
+    src: &str,
+    file: &ast::File,
+    bindings: &Bindings,
+) -> (Vec<Kernel>, Vec<Diagnostic>) {
     let mut diags = item_diagnostics(file);
     let mut kernels = Vec::new();
     for item in &file.items {
@@ -71,6 +82,13 @@ fn item_diagnostics(file: &ast::File) -> Vec<Diagnostic> {
             ast::Item::Kernel(k) | ast::Item::Function(k) => &k.name,
             ast::Item::Run(_) => continue,
         };
+        if let ast::Item::Function(f) = item
+            && let Some(a) = f.attrs.first()
+        {
+            diags.push(Diagnostic::error(a.span, format!("helper `{}` cannot take attributes", f.name.name))
+                .label("attribute on a helper")
+                .note("helpers are inlined into the kernel that calls them; `#[warps(..)]` and `#[stages(..)]` belong on the kernel"));
+        }
         if let Some(prev) = seen.insert(&name.name, name.span) {
             diags.push(
                 Diagnostic::error(name.span, format!("`{}` is defined twice", name.name))
@@ -83,13 +101,25 @@ fn item_diagnostics(file: &ast::File) -> Vec<Diagnostic> {
 }
 
 /// Checks one kernel of `file` with the given compile-time values and returns its IR.
-pub fn check_kernel(src: &str, file: &ast::File, name: &str, bindings: &Bindings) -> Result<Kernel, Vec<Diagnostic>> {
+pub fn check_kernel(
+    src: &str,
+    file: &ast::File,
+    name: &str,
+    bindings: &Bindings,
+) -> Result<Kernel, Vec<Diagnostic>> {
     let Some(def) = find_kernel(file, name) else {
         let names = kernel_names(file);
-        return Err(vec![Diagnostic::error(Span::default(), format!(
-            "no kernel named `{name}`; this file has {}",
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
-        ))]);
+        return Err(vec![Diagnostic::error(
+            Span::default(),
+            format!(
+                "no kernel named `{name}`; this file has {}",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        )]);
     };
     let mut cx = Cx::new(src, file);
     let kernel = cx.kernel(def, bindings);
@@ -98,8 +128,10 @@ pub fn check_kernel(src: &str, file: &ast::File, name: &str, bindings: &Bindings
     }
     let kernel = kernel.expect("a kernel is built whenever no diagnostic was reported");
     if let Err(e) = ir::verify(&kernel) {
-        return Err(vec![Diagnostic::error(def.name.span, format!("internal error: {e}"))
-            .note("the checker produced IR that fails verification; please report this")]);
+        return Err(vec![
+            Diagnostic::error(def.name.span, format!("internal error: {e}"))
+                .note("the checker produced IR that fails verification; please report this"),
+        ]);
     }
     Ok(kernel)
 }
@@ -160,6 +192,8 @@ pub(crate) struct Cx<'a> {
     pub const_cache: HashMap<(String, DType), ValueId>,
     pub inline_depth: usize,
     pub op_count: usize,
+    /// Kernel parameters by value: name and the span of the declared type (for "declared here").
+    pub param_decls: HashMap<ValueId, (String, Span)>,
 }
 
 impl<'a> Cx<'a> {
@@ -169,12 +203,16 @@ impl<'a> Cx<'a> {
             file,
             values: Vec::new(),
             regions: vec![Vec::new()],
-            scopes: vec![Scope { frame: true, ..Default::default() }],
+            scopes: vec![Scope {
+                frame: true,
+                ..Default::default()
+            }],
             diags: Vec::new(),
             known: HashMap::new(),
             const_cache: HashMap::new(),
             inline_depth: 0,
             op_count: 0,
+            param_decls: HashMap::new(),
         }
     }
 
@@ -191,7 +229,10 @@ impl<'a> Cx<'a> {
 
     pub fn loc(&self, span: Span) -> Loc {
         let (l, c) = line_col(self.src, span.start as usize);
-        Loc { line: l as u32, col: c as u32 }
+        Loc {
+            line: l as u32,
+            col: c as u32,
+        }
     }
 
     // ---- values and ops -----------------------------------------------------------------------
@@ -206,39 +247,73 @@ impl<'a> Cx<'a> {
     }
 
     /// Appends an op with the given result types to the innermost region.
-    pub fn emit(&mut self, kind: OpKind, operands: Vec<ValueId>, results: Vec<Type>, regions: Vec<Region>, span: Span) -> R<Vec<ValueId>> {
+    pub fn emit(
+        &mut self,
+        kind: OpKind,
+        operands: Vec<ValueId>,
+        results: Vec<Type>,
+        regions: Vec<Region>,
+        span: Span,
+    ) -> R<Vec<ValueId>> {
         for t in &results {
             self.check_tile_size(t, span)?;
         }
         self.op_count += 1;
         if self.op_count > MAX_OPS {
-            return self.fail(Diagnostic::error(span, "kernel too large")
-                .label(format!("more than {MAX_OPS} operations after inlining and unrolling"))
-                .help("unroll fewer iterations or inline fewer helper calls"));
+            return self.fail(
+                Diagnostic::error(span, "kernel too large")
+                    .label(format!(
+                        "more than {MAX_OPS} operations after inlining and unrolling"
+                    ))
+                    .help("unroll fewer iterations or inline fewer helper calls"),
+            );
         }
         let results: Vec<ValueId> = results.into_iter().map(|t| self.new_value(t)).collect();
         let loc = self.loc(span);
-        self.regions.last_mut().unwrap().push(Op { kind, operands, results: results.clone(), regions, loc });
+        self.regions.last_mut().unwrap().push(Op {
+            kind,
+            operands,
+            results: results.clone(),
+            regions,
+            loc,
+        });
         Ok(results)
     }
 
     /// Emits a single-result op.
-    pub fn emit1(&mut self, kind: OpKind, operands: Vec<ValueId>, result: Type, span: Span) -> R<ValueId> {
+    pub fn emit1(
+        &mut self,
+        kind: OpKind,
+        operands: Vec<ValueId>,
+        result: Type,
+        span: Span,
+    ) -> R<ValueId> {
         Ok(self.emit(kind, operands, vec![result], vec![], span)?[0])
     }
 
     pub fn check_tile_size(&mut self, t: &Type, span: Span) -> R<()> {
         if let Some(d) = t.shape.iter().find(|d| !d.is_power_of_two()) {
             let d = *d;
-            return self.fail(Diagnostic::error(span, format!("tile dimension {d} is not a power of two"))
-                .label(format!("this has shape {:?}", t.shape))
-                .help(format!("use {} and mask the extra elements", d.next_power_of_two())));
+            return self.fail(
+                Diagnostic::error(span, format!("tile dimension {d} is not a power of two"))
+                    .label(format!("this has shape {:?}", t.shape))
+                    .help(format!(
+                        "round {d} up to {} and mask the extra elements",
+                        d.next_power_of_two()
+                    )),
+            );
         }
         let n = t.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if n.is_none_or(|n| n > MAX_TILE_ELEMENTS) {
-            return self.fail(Diagnostic::error(span, "tile too large")
-                .label(format!("shape {:?} has more than {MAX_TILE_ELEMENTS} elements", t.shape))
-                .help("split the work over more programs or a loop"));
+            let count = n.map_or("too many".to_string(), |n| n.to_string());
+            return self.fail(
+                Diagnostic::error(span, "tile too large")
+                    .label(format!(
+                        "shape {:?} has {count} elements; the limit is {MAX_TILE_ELEMENTS} (2^20)",
+                        t.shape
+                    ))
+                    .help("split the work over more programs or a loop"),
+            );
         }
         Ok(())
     }
@@ -250,7 +325,13 @@ impl<'a> Cx<'a> {
             return *v;
         }
         let v = self.new_value(Type::scalar(d));
-        self.regions[0].push(Op { kind: OpKind::Const(c), operands: vec![], results: vec![v], regions: vec![], loc: Loc::default() });
+        self.regions[0].push(Op {
+            kind: OpKind::Const(c),
+            operands: vec![],
+            results: vec![v],
+            regions: vec![],
+            loc: Loc::default(),
+        });
         self.known.insert(v, c);
         self.const_cache.insert(key, v);
         v
@@ -259,7 +340,10 @@ impl<'a> Cx<'a> {
     // ---- scopes -------------------------------------------------------------------------------
 
     pub fn push_scope(&mut self, frame: bool) {
-        self.scopes.push(Scope { frame, ..Default::default() });
+        self.scopes.push(Scope {
+            frame,
+            ..Default::default()
+        });
     }
 
     pub fn pop_scope(&mut self) {
@@ -267,7 +351,11 @@ impl<'a> Cx<'a> {
     }
 
     pub fn bind(&mut self, name: &str, val: Val, mutable: bool) {
-        self.scopes.last_mut().unwrap().names.insert(name.to_string(), Binding { val, mutable });
+        self.scopes
+            .last_mut()
+            .unwrap()
+            .names
+            .insert(name.to_string(), Binding { val, mutable });
     }
 
     /// The binding of `name` visible here, and the index of its scope.
@@ -302,12 +390,27 @@ impl<'a> Cx<'a> {
         let (mut warps, mut stages) = (Vec::new(), Vec::new());
         for a in &def.attrs {
             match a.name.name.as_str() {
-                "warps" => warps = self.attr_ints(a, |n| n.is_power_of_two() && n <= 32, "powers of two up to 32"),
+                "warps" => {
+                    warps = self.attr_ints(
+                        a,
+                        |n| n.is_power_of_two() && n <= 32,
+                        "powers of two up to 32",
+                    )
+                }
                 "stages" => stages = self.attr_ints(a, |n| (1..=8).contains(&n), "between 1 and 8"),
                 other => {
-                    self.error(Diagnostic::error(a.name.span, format!("unknown kernel attribute `{other}`"))
+                    let known = ["warps", "stages"].into_iter().find(|k| other.ends_with(k));
+                    self.error(
+                        Diagnostic::error(
+                            a.name.span,
+                            format!("unknown kernel attribute `{other}`"),
+                        )
                         .label("not a kernel attribute")
-                        .help("kernels take `#[warps(..)]` and `#[stages(..)]`"));
+                        .help(match known {
+                            Some(k) => format!("write `#[{k}(..)]`"),
+                            None => "kernels take `#[warps(..)]` and `#[stages(..)]`".to_string(),
+                        }),
+                    );
                 }
             }
         }
@@ -318,20 +421,38 @@ impl<'a> Cx<'a> {
         }
         for p in &def.params {
             if let Some(prev) = seen.insert(&p.name.name, p.name.span) {
-                self.error(Diagnostic::error(p.name.span, format!("parameter `{}` is declared twice", p.name.name))
+                self.error(
+                    Diagnostic::error(
+                        p.name.span,
+                        format!("parameter `{}` is declared twice", p.name.name),
+                    )
                     .label("second declaration")
-                    .with(prev, "first declared here"));
+                    .with(prev, "first declared here"),
+                );
                 continue;
             }
+            // A parameter without a usable type is bound as poisoned, so its uses report nothing more.
             let Some(te) = &p.ty else {
                 self.error(Diagnostic::error(p.span, format!("kernel parameter `{}` needs a type", p.name.name))
                     .label("no type")
                     .help("write `name: f32` for a scalar, `name: *f32` to read memory, `name: *mut f32` to write it"));
+                self.bind(&p.name.name, Val::Poison, false);
                 continue;
             };
-            let Ok(elem) = self.resolve_type(te) else { continue };
-            let v = self.new_value(Type { elem, shape: vec![] });
-            params.push(KernelParam { name: p.name.name.clone(), elem, value: v });
+            let Ok(elem) = self.resolve_type(te) else {
+                self.bind(&p.name.name, Val::Poison, false);
+                continue;
+            };
+            let v = self.new_value(Type {
+                elem,
+                shape: vec![],
+            });
+            self.param_decls.insert(v, (p.name.name.clone(), te.span()));
+            params.push(KernelParam {
+                name: p.name.name.clone(),
+                elem,
+                value: v,
+            });
             self.bind(&p.name.name, Val::V(v), false);
         }
         let tail = self.block(&def.body);
@@ -339,14 +460,19 @@ impl<'a> Cx<'a> {
             && !matches!(v, Val::Unit | Val::Poison)
             && let Some(t) = &def.body.tail
         {
-            self.error(Diagnostic::error(t.span, "a kernel returns nothing")
-                .label("this value is unused")
-                .help("write results with `store`; end the statement with `;`"));
+            self.error(
+                Diagnostic::error(t.span, "a kernel returns nothing")
+                    .label("this value is unused")
+                    .help("write results with `store`; end the statement with `;`"),
+            );
         }
         if !self.diags.is_empty() {
             return None;
         }
-        let mut body = Region { args: vec![], ops: std::mem::take(&mut self.regions[0]) };
+        let mut body = Region {
+            args: vec![],
+            ops: std::mem::take(&mut self.regions[0]),
+        };
         dce(&mut body);
         let mut k = Kernel {
             name: def.name.name.clone(),
@@ -367,13 +493,21 @@ impl<'a> Cx<'a> {
             match self.expr(e).ok().and_then(|v| self.const_int(&v)) {
                 Some(n) if n >= 0 && n <= u32::MAX as i64 && ok(n as u32) => out.push(n as u32),
                 _ => {
-                    self.error(Diagnostic::error(e.span, format!("invalid value in `#[{}]`", a.name.name))
-                        .label(format!("expected integers {valid}")));
+                    self.error(
+                        Diagnostic::error(e.span, format!("invalid value in `#[{}]`", a.name.name))
+                            .label(format!("expected integers {valid}")),
+                    );
                 }
             }
         }
         if a.args.is_empty() {
-            self.error(Diagnostic::error(a.span, format!("`#[{}]` needs at least one value", a.name.name)).label("empty"));
+            self.error(
+                Diagnostic::error(
+                    a.span,
+                    format!("`#[{}]` needs at least one value", a.name.name),
+                )
+                .label("empty"),
+            );
         }
         out
     }
@@ -385,12 +519,24 @@ impl<'a> Cx<'a> {
         for (name, _) in bindings {
             if !def.consts.iter().any(|c| &c.name.name == name) {
                 let names: Vec<&str> = def.consts.iter().map(|c| c.name.name.as_str()).collect();
-                self.error(Diagnostic::error(def.name.span, format!(
-                    "kernel `{}` has no compile-time parameter `{name}`", def.name.name
-                )).label("given a value for it").note(format!(
-                    "its compile-time parameters are: {}",
-                    if names.is_empty() { "none".into() } else { names.join(", ") }
-                )));
+                self.error(
+                    Diagnostic::error(
+                        def.name.span,
+                        format!(
+                            "kernel `{}` has no compile-time parameter `{name}`",
+                            def.name.name
+                        ),
+                    )
+                    .label("given a value for it")
+                    .note(format!(
+                        "its compile-time parameters are: {}",
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    )),
+                );
             }
         }
         for c in &def.consts {
@@ -399,18 +545,29 @@ impl<'a> Cx<'a> {
                 ast::TypeExpr::Named(n) => match DType::from_name(&n.name) {
                     Some(d) if d.is_int() || d.is_bool() || d == DType::F32 => Some(d),
                     _ => {
-                        self.error(Diagnostic::error(n.span, format!("a compile-time parameter cannot have type `{}`", n.name))
+                        self.error(
+                            Diagnostic::error(
+                                n.span,
+                                format!("a compile-time parameter cannot have type `{}`", n.name),
+                            )
                             .label("not allowed here")
-                            .help("use an integer type, `bool`, `f32`, or `dtype`"));
+                            .help("use an integer type, `bool`, `f32`, or `dtype`"),
+                        );
                         continue;
                     }
                 },
                 ast::TypeExpr::Ptr { span, .. } => {
-                    self.error(Diagnostic::error(*span, "a compile-time parameter cannot be a pointer").label("pointer type"));
+                    self.error(
+                        Diagnostic::error(*span, "a compile-time parameter cannot be a pointer")
+                            .label("pointer type"),
+                    );
                     continue;
                 }
             };
-            let given = bindings.iter().find(|(n, _)| n == &c.name.name).map(|(_, v)| *v);
+            let given = bindings
+                .iter()
+                .find(|(n, _)| n == &c.name.name)
+                .map(|(_, v)| *v);
             let value = match (given, &c.value) {
                 (Some(v), _) => Some(v),
                 (None, ast::ConstValueSpec::Default(e)) => self.const_param_value(e, kind),
@@ -421,7 +578,13 @@ impl<'a> Cx<'a> {
                     match list.first() {
                         Some(e) => self.const_param_value(e, kind),
                         None => {
-                            self.error(Diagnostic::error(c.span, format!("`{}` has an empty list of choices", c.name.name)).label("no candidates"));
+                            self.error(
+                                Diagnostic::error(
+                                    c.span,
+                                    format!("`{}` has an empty list of choices", c.name.name),
+                                )
+                                .label("no candidates"),
+                            );
                             None
                         }
                     }
@@ -439,13 +602,32 @@ impl<'a> Cx<'a> {
             };
             let value = match (kind, value) {
                 (None, ConstValue::DType(d)) => ConstValue::DType(d),
-                (Some(d), ConstValue::Int(i)) if d.is_int() => ConstValue::Int(i),
+                (Some(d), ConstValue::Int(i)) if d.is_int() => {
+                    let (lo, hi) = crate::interp::scalar::int_range(d);
+                    if (i as i128) < lo || (i as i128) > hi {
+                        self.error(
+                            Diagnostic::error(
+                                c.name.span,
+                                format!("`{}` = {i} does not fit in {d}", c.name.name),
+                            )
+                            .label(format!("declared as {d}, which holds {lo}..={hi}")),
+                        );
+                        self.bind(&c.name.name, Val::Poison, false);
+                        continue;
+                    }
+                    ConstValue::Int(i)
+                }
                 (Some(DType::Bool), ConstValue::Bool(b)) => ConstValue::Bool(b),
                 (Some(DType::F32), ConstValue::Float(f)) => ConstValue::Float(f),
                 (Some(DType::F32), ConstValue::Int(i)) => ConstValue::Float(i as f64),
                 (_, v) => {
-                    self.error(Diagnostic::error(c.name.span, format!("`{}` cannot be {v}", c.name.name))
-                        .label(format!("declared as {}", kind.map_or("dtype".to_string(), |d| d.to_string()))));
+                    self.error(
+                        Diagnostic::error(c.name.span, format!("`{}` cannot be {v}", c.name.name))
+                            .label(format!(
+                                "declared as {}",
+                                kind.map_or("dtype".to_string(), |d| d.to_string())
+                            )),
+                    );
                     self.bind(&c.name.name, Val::Poison, false);
                     continue;
                 }
@@ -471,8 +653,12 @@ impl<'a> Cx<'a> {
             _ => None,
         };
         if c.is_none() {
-            self.error(Diagnostic::error(e.span, "expected a constant")
-                .label(format!("expected {}", kind.map_or("a dtype".to_string(), |d| format!("a constant {d}")))));
+            self.error(
+                Diagnostic::error(e.span, "expected a constant").label(format!(
+                    "expected {}",
+                    kind.map_or("a dtype".to_string(), |d| format!("a constant {d}"))
+                )),
+            );
         }
         c
     }
@@ -481,9 +667,19 @@ impl<'a> Cx<'a> {
     pub fn resolve_type(&mut self, t: &ast::TypeExpr) -> R<Elem> {
         match t {
             ast::TypeExpr::Named(n) => Ok(Elem::Scalar(self.resolve_dtype(n)?)),
-            ast::TypeExpr::Ptr { mutable, pointee, span } => match self.resolve_type(pointee)? {
-                Elem::Scalar(d) => Ok(Elem::Ptr { pointee: d, mutable: *mutable }),
-                Elem::Ptr { .. } => self.fail(Diagnostic::error(*span, "pointers to pointers are not supported").label("nested pointer")),
+            ast::TypeExpr::Ptr {
+                mutable,
+                pointee,
+                span,
+            } => match self.resolve_type(pointee)? {
+                Elem::Scalar(d) => Ok(Elem::Ptr {
+                    pointee: d,
+                    mutable: *mutable,
+                }),
+                Elem::Ptr { .. } => self.fail(
+                    Diagnostic::error(*span, "pointers to pointers are not supported")
+                        .label("nested pointer"),
+                ),
             },
         }
     }
@@ -496,11 +692,14 @@ impl<'a> Cx<'a> {
             Some(Val::DType(d)) => Ok(d),
             Some(Val::Poison) => Err(Reported),
             _ => {
-                let mut d = Diagnostic::error(n.span, format!("unknown type `{}`", n.name)).label("not a type");
+                let mut d = Diagnostic::error(n.span, format!("unknown type `{}`", n.name))
+                    .label("not a type");
                 if let Some(s) = suggest_dtype(&n.name) {
                     d = d.help(format!("did you mean `{s}`?"));
                 } else {
-                    d = d.note("types are bool, i8..i64, u8..u64, f16, bf16, f32, f64, f8e4m3, f8e5m2");
+                    d = d.note(
+                        "types are bool, i8..i64, u8..u64, f16, bf16, f32, f64, f8e4m3, f8e5m2",
+                    );
                 }
                 self.fail(d)
             }
@@ -536,12 +735,20 @@ fn dce(r: &mut Region) {
         }
     }
     fn effectful(op: &Op) -> bool {
-        matches!(op.kind, OpKind::Store { .. } | OpKind::Atomic { .. } | OpKind::AtomicCas { .. } | OpKind::Print(_) | OpKind::Assert(_) | OpKind::Yield)
-            || op.regions.iter().any(|r| r.ops.iter().any(effectful))
+        matches!(
+            op.kind,
+            OpKind::Store { .. }
+                | OpKind::Atomic { .. }
+                | OpKind::AtomicCas { .. }
+                | OpKind::Print(_)
+                | OpKind::Assert(_)
+                | OpKind::Yield
+        ) || op.regions.iter().any(|r| r.ops.iter().any(effectful))
     }
     fn sweep(r: &mut Region, used: &HashSet<ValueId>) -> bool {
         let before = r.ops.len();
-        r.ops.retain(|op| effectful(op) || op.results.iter().any(|v| used.contains(v)));
+        r.ops
+            .retain(|op| effectful(op) || op.results.iter().any(|v| used.contains(v)));
         let mut changed = r.ops.len() != before;
         for op in &mut r.ops {
             for s in &mut op.regions {
@@ -563,10 +770,11 @@ fn dce(r: &mut Region) {
 fn renumber(k: &mut Kernel) {
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     let mut types = Vec::new();
-    let add = |v: ValueId, map: &mut HashMap<ValueId, ValueId>, types: &mut Vec<Type>, old: &[Type]| {
-        map.insert(v, ValueId(types.len() as u32));
-        types.push(old[v.0 as usize].clone());
-    };
+    let add =
+        |v: ValueId, map: &mut HashMap<ValueId, ValueId>, types: &mut Vec<Type>, old: &[Type]| {
+            map.insert(v, ValueId(types.len() as u32));
+            types.push(old[v.0 as usize].clone());
+        };
     for p in &k.params {
         add(p.value, &mut map, &mut types, &k.values);
     }

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use super::expr::fmt_shape;
 use super::*;
 use crate::syntax::ast::{Block, Expr, ExprKind, ForLoop, Pattern, Stmt};
 
@@ -24,7 +25,9 @@ impl Cx<'_> {
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
         match s {
-            Stmt::Let { pattern, ty, value, .. } => {
+            Stmt::Let {
+                pattern, ty, value, ..
+            } => {
                 let v = self.expr(value).and_then(|v| match ty {
                     Some(t) => self.annotate(v, t, value.span),
                     None => Ok(v),
@@ -37,7 +40,12 @@ impl Cx<'_> {
                     }
                 }
             }
-            Stmt::Assign { target, op, value, span } => self.assign(target, *op, value, *span),
+            Stmt::Assign {
+                target,
+                op,
+                value,
+                span,
+            } => self.assign(target, *op, value, *span),
             Stmt::For(f) => self.for_loop(f),
             Stmt::Expr { expr, .. } => self.expr(expr).map(|_| ()),
         }
@@ -51,12 +59,16 @@ impl Cx<'_> {
             (Val::V(id), _) if self.ty(*id).elem == elem => Ok(v),
             (Val::V(id), _) => {
                 let found = self.ty(*id).clone();
-                self.fail(Diagnostic::error(span, "mismatched types")
-                    .label(format!("this is {found}, not {elem}"))
-                    .with(t.span(), "expected because of this annotation")
-                    .help(format!("convert it with `.to({elem})`")))
+                self.fail(
+                    Diagnostic::error(span, "mismatched types")
+                        .label(format!("this is {found}, not {elem}"))
+                        .with(t.span(), "expected because of this annotation")
+                        .help(format!("convert it with `.to({elem})`")),
+                )
             }
-            _ => self.fail(Diagnostic::error(span, "mismatched types").label(format!("expected {elem}"))),
+            _ => self.fail(
+                Diagnostic::error(span, "mismatched types").label(format!("expected {elem}")),
+            ),
         }
     }
 
@@ -71,8 +83,10 @@ impl Cx<'_> {
                 };
                 if *mutable && !matches!(v, Val::V(_) | Val::Poison) {
                     self.bind(&name.name, Val::Poison, true);
-                    return self.fail(Diagnostic::error(name.span, "only tiles and scalars can be mutable")
-                        .label("cannot be `mut`"));
+                    return self.fail(
+                        Diagnostic::error(name.span, "only tiles and scalars can be mutable")
+                            .label("cannot be `mut`"),
+                    );
                 }
                 self.bind(&name.name, v, *mutable);
                 Ok(())
@@ -86,14 +100,31 @@ impl Cx<'_> {
                 }
                 Val::Tuple(vals) => {
                     self.poison_pattern(p);
-                    self.fail(Diagnostic::error(*pspan, format!("pattern has {} names but the value has {} parts", items.len(), vals.len()))
-                        .label("wrong number of names"))
+                    self.fail(
+                        Diagnostic::error(
+                            *pspan,
+                            format!(
+                                "pattern has {} names but the value has {} parts",
+                                items.len(),
+                                vals.len()
+                            ),
+                        )
+                        .label("wrong number of names"),
+                    )
                 }
-                _ => {
+                Val::Poison => {
                     self.poison_pattern(p);
-                    self.fail(Diagnostic::error(*pspan, "cannot destructure a value that is not a tuple")
-                        .label("tuple pattern")
-                        .with(span, "this is not a tuple"))
+                    Err(Reported)
+                }
+                other => {
+                    self.poison_pattern(p);
+                    let l = format!("{}, not a tuple", self.describe(&other));
+                    self.fail(
+                        Diagnostic::error(*pspan, "cannot destructure a value that is not a tuple")
+                            .label("tuple pattern")
+                            .with(span, l)
+                            .note("tuples come from `split(..)` and from `(a, b)` expressions"),
+                    )
                 }
             },
         }
@@ -107,18 +138,40 @@ impl Cx<'_> {
         }
     }
 
-    fn assign(&mut self, target: &ast::Ident, op: Option<ast::BinOp>, value: &Expr, span: Span) -> R<()> {
+    fn assign(
+        &mut self,
+        target: &ast::Ident,
+        op: Option<ast::BinOp>,
+        value: &Expr,
+        span: Span,
+    ) -> R<()> {
         let Some((scope, b)) = self.lookup(&target.name).map(|(i, b)| (i, b.clone())) else {
             let _ = self.expr(value);
-            return self.fail(Diagnostic::error(target.span, format!("cannot find variable `{}`", target.name))
+            return self.fail(
+                Diagnostic::error(
+                    target.span,
+                    format!("cannot find variable `{}`", target.name),
+                )
                 .label("not declared")
-                .help(format!("declare it first: `let mut {} = ...;`", target.name)));
+                .help(format!(
+                    "declare it first: `let mut {} = ...;`",
+                    target.name
+                )),
+            );
         };
         if !b.mutable {
             let _ = self.expr(value);
-            return self.fail(Diagnostic::error(target.span, format!("cannot assign twice to immutable variable `{}`", target.name))
+            return self.fail(
+                Diagnostic::error(
+                    target.span,
+                    format!(
+                        "cannot assign twice to immutable variable `{}`",
+                        target.name
+                    ),
+                )
                 .label("assigned here")
-                .help(format!("declare it with `let mut {}`", target.name)));
+                .help(format!("declare it with `let mut {}`", target.name)),
+            );
         }
         let Val::V(old) = b.val else {
             let _ = self.expr(value);
@@ -132,36 +185,71 @@ impl Cx<'_> {
                 // `x op= y` keeps x's dtype, like C.
                 let want = self.ty(old).clone();
                 match r {
-                    Val::V(v) if self.ty(v).shape == want.shape && self.ty(v).elem != want.elem && !want.elem.is_ptr() => {
+                    Val::V(v)
+                        if self.ty(v).shape == want.shape
+                            && self.ty(v).elem != want.elem
+                            && !want.elem.is_ptr() =>
+                    {
                         Val::V(self.cast(v, want.elem.dtype().unwrap(), span)?)
                     }
                     r => r,
                 }
             }
         };
-        let new = self.coerce_to(new, &self.ty(old).clone(), value.span, &target.name, "variable")?;
+        let new = self.coerce_to(
+            new,
+            &self.ty(old).clone(),
+            value.span,
+            &target.name,
+            "variable",
+        )?;
         self.scopes[scope].names.get_mut(&target.name).unwrap().val = Val::V(new);
         Ok(())
     }
 
     /// A value for a slot of type `want`: literals take the type, tiles must already have it.
-    pub fn coerce_to(&mut self, v: Val, want: &Type, span: Span, name: &str, what: &str) -> R<ValueId> {
+    pub fn coerce_to(
+        &mut self,
+        v: Val,
+        want: &Type,
+        span: Span,
+        name: &str,
+        what: &str,
+    ) -> R<ValueId> {
         match v {
-            Val::Lit(_) if want.is_scalar() && !want.elem.is_ptr() => self.lit_value(v, want.dtype().unwrap(), span),
+            Val::Lit(_) if want.is_scalar() && !want.elem.is_ptr() => {
+                self.lit_value(v, want.dtype().unwrap(), span)
+            }
             Val::V(id) if self.ty(id) == want => Ok(id),
             Val::V(id) => {
                 let found = self.ty(id).clone();
-                let mut d = Diagnostic::error(span, format!("{what} `{name}` changes type"))
+                let change = if found.elem == want.elem {
+                    "shape"
+                } else {
+                    "type"
+                };
+                let mut d = Diagnostic::error(span, format!("{what} `{name}` changes {change}"))
                     .label(format!("this is {found}, but `{name}` is {want}"));
                 if found.shape == want.shape && !found.elem.is_ptr() && !want.elem.is_ptr() {
                     d = d.help(format!("convert it with `.to({})`", want.elem));
-                } else if found.shape != want.shape {
-                    d = d.note("a variable keeps its shape; declare it with the final shape, e.g. with `zeros`");
+                }
+                if found.shape != want.shape {
+                    d = d.help(format!(
+                        "declare it with its final shape, e.g. `zeros({})` or `full({}, value)`",
+                        fmt_shape(&found.shape),
+                        fmt_shape(&found.shape)
+                    ));
+                }
+                if what == "variable" {
+                    d = d.note("a `let mut` variable keeps the dtype and shape it was declared with, also across loop iterations");
                 }
                 self.fail(d)
             }
             Val::Poison => Err(Reported),
-            _ => self.fail(Diagnostic::error(span, format!("cannot assign this to `{name}`")).label(format!("expected {want}"))),
+            _ => self.fail(
+                Diagnostic::error(span, format!("cannot assign this to `{name}`"))
+                    .label(format!("expected {want}")),
+            ),
         }
     }
 
@@ -170,25 +258,57 @@ impl Cx<'_> {
     fn for_loop(&mut self, f: &ForLoop) -> R<()> {
         let mut unroll = false;
         let mut stages = None;
+        // A bad attribute is reported and ignored, so the loop body is still checked.
+        let mut bad_attr = false;
         for a in &f.attrs {
             match a.name.name.as_str() {
                 "unroll" if a.args.is_empty() => unroll = true,
+                "unroll" => {
+                    self.error(Diagnostic::error(a.span, "`#[unroll]` takes no arguments")
+                        .label("unrolls the whole loop")
+                        .help("write `#[unroll]`; to unroll part of a loop, unroll an inner loop with constant bounds"));
+                    bad_attr = true;
+                }
                 "stages" if a.args.len() == 1 => {
                     let v = self.expr(&a.args[0])?;
                     match self.const_int(&v) {
                         Some(n) if (1..=8).contains(&n) => stages = Some(n as u32),
                         _ => {
-                            return self.fail(Diagnostic::error(a.args[0].span, "`#[stages(..)]` takes a constant between 1 and 8")
-                                .label("not a valid stage count"));
+                            self.error(
+                                Diagnostic::error(
+                                    a.args[0].span,
+                                    "`#[stages(..)]` takes a constant between 1 and 8",
+                                )
+                                .label("not a valid stage count"),
+                            );
+                            bad_attr = true;
                         }
                     }
                 }
+                "stages" => {
+                    self.error(
+                        Diagnostic::error(a.span, "`#[stages(..)]` takes one value")
+                            .label(format!("{} values given", a.args.len()))
+                            .help("e.g. `#[stages(3)]`"),
+                    );
+                    bad_attr = true;
+                }
                 _ => {
-                    return self.fail(Diagnostic::error(a.span, format!("unknown loop attribute `{}`", a.name.name))
+                    self.error(
+                        Diagnostic::error(
+                            a.name.span,
+                            format!("unknown loop attribute `{}`", a.name.name),
+                        )
                         .label("not a loop attribute")
-                        .help("loops take `#[unroll]` or `#[stages(N)]`"));
+                        .help("loops take `#[unroll]` or `#[stages(N)]`"),
+                    );
+                    bad_attr = true;
                 }
             }
+        }
+        if bad_attr && unroll {
+            // Checking the body once as a run-time loop still finds the errors inside it.
+            unroll = false;
         }
         let start = self.expr(&f.start)?;
         let end = self.expr(&f.end)?;
@@ -201,27 +321,47 @@ impl Cx<'_> {
         }
         // Bounds share one integer type.
         let mut d = None;
-        for (v, e) in [(&start, &f.start), (&end, &f.end), (&step, f.step.as_ref().unwrap_or(&f.end))] {
+        for (v, e) in [
+            (&start, &f.start),
+            (&end, &f.end),
+            (&step, f.step.as_ref().unwrap_or(&f.end)),
+        ] {
             match v {
-                Val::V(id) if self.ty(*id).is_scalar() && self.ty(*id).dtype().is_some_and(|x| x.is_int()) => {
+                Val::V(id)
+                    if self.ty(*id).is_scalar()
+                        && self.ty(*id).dtype().is_some_and(|x| x.is_int()) =>
+                {
                     let x = self.ty(*id).dtype().unwrap();
                     d = Some(d.map_or(x, |y| DType::promote(x, y)));
                 }
                 Val::Lit(Lit::Int(_)) => {}
                 _ => {
-                    return self.fail(Diagnostic::error(e.span, "loop bounds must be integer scalars").label(self.describe(v)));
+                    return self.fail(
+                        Diagnostic::error(e.span, "loop bounds must be integer scalars")
+                            .label(self.describe(v)),
+                    );
                 }
             }
         }
         let d = d.unwrap_or(DType::I32);
-        let bounds: Vec<ValueId> = [(start, &f.start), (end, &f.end), (step.clone(), f.step.as_ref().unwrap_or(&f.end))]
-            .into_iter()
-            .map(|(v, e)| self.value(v, e.span, Some(d)).and_then(|id| self.cast(id, d, e.span)))
-            .collect::<R<_>>()?;
+        let bounds: Vec<ValueId> = [
+            (start, &f.start),
+            (end, &f.end),
+            (step.clone(), f.step.as_ref().unwrap_or(&f.end)),
+        ]
+        .into_iter()
+        .map(|(v, e)| {
+            self.value(v, e.span, Some(d))
+                .and_then(|id| self.cast(id, d, e.span))
+        })
+        .collect::<R<_>>()?;
         if let Val::Lit(Lit::Int(s)) = step
             && s <= 0
         {
-            return self.fail(Diagnostic::error(f.step.as_ref().unwrap().span, "loop step must be positive").label(format!("step is {s}")));
+            return self.fail(
+                Diagnostic::error(f.step.as_ref().unwrap().span, "loop step must be positive")
+                    .label(format!("step is {s}")),
+            );
         }
         let carried = self.carried_names(&f.body, Some(&f.var.name));
         let mut inits = Vec::new();
@@ -232,8 +372,9 @@ impl Cx<'_> {
                     inits.push(id);
                     kept.push(name.clone());
                 }
-                Some(Val::Poison) => return Err(Reported),
-                _ => {} // not a tile: the assignment inside reports it
+                // Not a tile: the assignment inside reports it. A poisoned variable stays
+                // poisoned (its uses report nothing), and the rest of the body is still checked.
+                _ => {}
             }
         }
         let types: Vec<Type> = inits.iter().map(|v| self.ty(*v).clone()).collect();
@@ -261,14 +402,23 @@ impl Cx<'_> {
         }
         let ops = self.regions.pop().unwrap();
         self.pop_scope();
-        if !ok {
+        if !ok || bad_attr {
             return Err(Reported);
         }
         let mut operands = bounds;
         operands.extend(&inits);
         let mut region_args = vec![iv];
         region_args.extend(&args);
-        let results = self.emit(OpKind::For { stages }, operands, types, vec![Region { args: region_args, ops }], f.span)?;
+        let results = self.emit(
+            OpKind::For { stages },
+            operands,
+            types,
+            vec![Region {
+                args: region_args,
+                ops,
+            }],
+            f.span,
+        )?;
         for (name, r) in kept.iter().zip(results) {
             self.set_var(name, Val::V(r));
         }
@@ -276,19 +426,36 @@ impl Cx<'_> {
     }
 
     fn unrolled(&mut self, f: &ForLoop, start: Val, end: Val, step: Val) -> R<()> {
-        let (Some(s), Some(e), Some(st)) = (self.const_int(&start), self.const_int(&end), self.const_int(&step)) else {
-            return self.fail(Diagnostic::error(f.start.span.to(f.end.span), "an `#[unroll]` loop needs constant bounds")
+        let (Some(s), Some(e), Some(st)) = (
+            self.const_int(&start),
+            self.const_int(&end),
+            self.const_int(&step),
+        ) else {
+            return self.fail(
+                Diagnostic::error(
+                    f.start.span.to(f.end.span),
+                    "an `#[unroll]` loop needs constant bounds",
+                )
                 .label("not known at compile time")
-                .help("remove `#[unroll]` to loop at run time"));
+                .help("remove `#[unroll]` to loop at run time"),
+            );
         };
         if st <= 0 {
-            return self.fail(Diagnostic::error(f.span, "loop step must be positive").label(format!("step is {st}")));
+            return self.fail(
+                Diagnostic::error(f.span, "loop step must be positive")
+                    .label(format!("step is {st}")),
+            );
         }
         let count = if e > s { (e - s + st - 1) / st } else { 0 };
         if count > MAX_UNROLL {
-            return self.fail(Diagnostic::error(f.start.span.to(f.end.span), format!("cannot unroll {count} iterations"))
+            return self.fail(
+                Diagnostic::error(
+                    f.start.span.to(f.end.span),
+                    format!("cannot unroll {count} iterations"),
+                )
                 .label(format!("the limit is {MAX_UNROLL}"))
-                .help("remove `#[unroll]` to loop at run time"));
+                .help("remove `#[unroll]` to loop at run time"),
+            );
         }
         let d = match &start {
             Val::V(id) => self.ty(*id).dtype().unwrap_or(DType::I32),
@@ -325,7 +492,14 @@ impl Cx<'_> {
 
     // ---- if -----------------------------------------------------------------------------------
 
-    pub fn if_expr(&mut self, cond: &Expr, then: &Block, els: Option<&Expr>, span: Span, want_value: bool) -> R<Val> {
+    pub fn if_expr(
+        &mut self,
+        cond: &Expr,
+        then: &Block,
+        els: Option<&Expr>,
+        span: Span,
+        want_value: bool,
+    ) -> R<Val> {
         let c = self.expr(cond)?;
         if let Some(b) = self.const_bool(&c) {
             return match (b, els) {
@@ -338,7 +512,8 @@ impl Cx<'_> {
             Val::V(id) if *self.ty(id) == Type::scalar(DType::Bool) => id,
             Val::Poison => return Err(Reported),
             other => {
-                let mut d = Diagnostic::error(cond.span, "`if` needs a scalar bool condition").label(self.describe(&other));
+                let mut d = Diagnostic::error(cond.span, "`if` needs a scalar bool condition")
+                    .label(self.describe(&other));
                 if matches!(other, Val::V(id) if !self.ty(id).is_scalar()) {
                     d = d.help("use `where(cond, a, b)` to choose element by element");
                 }
@@ -355,14 +530,15 @@ impl Cx<'_> {
         }
         let mut kept = Vec::new();
         for (n, _) in &names {
-            match self.lookup(n).map(|(_, b)| b.val.clone()) {
-                Some(Val::V(id)) => kept.push((n.clone(), id)),
-                Some(Val::Poison) => return Err(Reported),
-                _ => {}
+            // A poisoned variable stays poisoned; the branches are still checked.
+            if let Some(Val::V(id)) = self.lookup(n).map(|(_, b)| b.val.clone()) {
+                kept.push((n.clone(), id));
             }
         }
         // Each branch runs in a scope holding copies of the assigned variables.
-        let branch = |cx: &mut Self, body: Option<&dyn Fn(&mut Self) -> R<Val>>| -> R<(Vec<Op>, Vec<ValueId>, Val)> {
+        let branch = |cx: &mut Self,
+                      body: Option<&dyn Fn(&mut Self) -> R<Val>>|
+         -> R<(Vec<Op>, Vec<ValueId>, Val)> {
             cx.push_scope(false);
             for (n, id) in &kept {
                 let mutable = cx.lookup(n).is_some_and(|(_, b)| b.mutable);
@@ -394,42 +570,111 @@ impl Cx<'_> {
         let has_value = want_value && !matches!(t_val, Val::Unit);
         if has_value {
             if els.is_none() {
-                return self.fail(Diagnostic::error(span, "`if` without `else` has no value").label("used as a value").help("add an `else` branch"));
+                return self.fail(
+                    Diagnostic::error(span, "`if` without `else` has no value")
+                        .label("used as a value")
+                        .help("add an `else` branch"),
+                );
             }
             // Literals adapt to the other branch; the values then need one type.
-            let (tv, ev) = self.unify_branches(t_val, e_val, then.span, els.unwrap().span, &mut t_ops, &mut e_ops)?;
+            let (tv, ev) = self.unify_branches(
+                t_val,
+                e_val,
+                then.span,
+                els.unwrap().span,
+                &mut t_ops,
+                &mut e_ops,
+            )?;
             types.push(self.ty(tv).clone());
             t_yield.push(tv);
             e_yield.push(ev);
         }
-        t_ops.push(Op { kind: OpKind::Yield, operands: t_yield, results: vec![], regions: vec![], loc: self.loc(then.span) });
-        e_ops.push(Op { kind: OpKind::Yield, operands: e_yield, results: vec![], regions: vec![], loc: self.loc(span) });
-        let regions = vec![Region { args: vec![], ops: t_ops }, Region { args: vec![], ops: e_ops }];
+        t_ops.push(Op {
+            kind: OpKind::Yield,
+            operands: t_yield,
+            results: vec![],
+            regions: vec![],
+            loc: self.loc(then.span),
+        });
+        e_ops.push(Op {
+            kind: OpKind::Yield,
+            operands: e_yield,
+            results: vec![],
+            regions: vec![],
+            loc: self.loc(span),
+        });
+        let regions = vec![
+            Region {
+                args: vec![],
+                ops: t_ops,
+            },
+            Region {
+                args: vec![],
+                ops: e_ops,
+            },
+        ];
         let results = self.emit(OpKind::If, vec![cv], types, regions, span)?;
         for ((n, _), r) in kept.iter().zip(&results) {
             self.set_var(n, Val::V(*r));
         }
-        Ok(if has_value { Val::V(*results.last().unwrap()) } else { Val::Unit })
+        Ok(if has_value {
+            Val::V(*results.last().unwrap())
+        } else {
+            Val::Unit
+        })
     }
 
     /// Gives both branch values one type, materialising literals inside their branch.
-    fn unify_branches(&mut self, a: Val, b: Val, sa: Span, sb: Span, ops_a: &mut Vec<Op>, ops_b: &mut Vec<Op>) -> R<(ValueId, ValueId)> {
-        let in_region = |cx: &mut Self, ops: &mut Vec<Op>, v: Val, span: Span, d: Option<DType>| -> R<ValueId> {
+    fn unify_branches(
+        &mut self,
+        a: Val,
+        b: Val,
+        sa: Span,
+        sb: Span,
+        ops_a: &mut Vec<Op>,
+        ops_b: &mut Vec<Op>,
+    ) -> R<(ValueId, ValueId)> {
+        let in_region = |cx: &mut Self,
+                         ops: &mut Vec<Op>,
+                         v: Val,
+                         span: Span,
+                         d: Option<DType>|
+         -> R<ValueId> {
             cx.regions.push(std::mem::take(ops));
             let r = cx.value(v, span, d);
             *ops = cx.regions.pop().unwrap();
             r
         };
-        let da = match &a { Val::V(id) => self.ty(*id).dtype(), _ => None };
-        let db = match &b { Val::V(id) => self.ty(*id).dtype(), _ => None };
+        let da = match &a {
+            Val::V(id) => self.ty(*id).dtype(),
+            _ => None,
+        };
+        let db = match &b {
+            Val::V(id) => self.ty(*id).dtype(),
+            _ => None,
+        };
         let va = in_region(self, ops_a, a, sa, db)?;
-        let vb = in_region(self, ops_b, b, sb, da.or(Some(self.ty(va).dtype().unwrap_or(DType::I32))))?;
+        let vb = in_region(
+            self,
+            ops_b,
+            b,
+            sb,
+            da.or(Some(self.ty(va).dtype().unwrap_or(DType::I32))),
+        )?;
         if self.ty(va) != self.ty(vb) {
             let (ta, tb) = (self.ty(va).clone(), self.ty(vb).clone());
-            return self.fail(Diagnostic::error(sb, "`if` and `else` have different types")
-                .label(format!("this is {tb}"))
-                .with(sa, format!("this is {ta}"))
-                .help("convert one branch with `.to(..)`"));
+            return self.fail(
+                Diagnostic::error(sb, "`if` and `else` have different types")
+                    .label(format!("this is {tb}"))
+                    .with(sa, format!("this is {ta}"))
+                    .help(
+                        if ta.shape == tb.shape && !ta.elem.is_ptr() && !tb.elem.is_ptr() {
+                            format!("convert one branch, e.g. `.to({})`", ta.elem)
+                        } else {
+                            "both branches need the same dtype and shape".to_string()
+                        },
+                    ),
+            );
         }
         Ok((va, vb))
     }
@@ -445,7 +690,9 @@ fn walk_block(b: &Block, locals: &mut Vec<HashSet<String>>, out: &mut Vec<(Strin
             }
             Stmt::Assign { target, value, .. } => {
                 walk_expr(value, locals, out);
-                if !locals.iter().any(|l| l.contains(&target.name)) && !out.iter().any(|(n, _)| n == &target.name) {
+                if !locals.iter().any(|l| l.contains(&target.name))
+                    && !out.iter().any(|(n, _)| n == &target.name)
+                {
                     out.push((target.name.clone(), target.span));
                 }
             }
@@ -486,8 +733,14 @@ fn walk_expr(e: &Expr, locals: &mut Vec<HashSet<String>>, out: &mut Vec<(String,
             walk_expr(recv, locals, out);
             args.iter().for_each(|a| walk_expr(&a.value, locals, out));
         }
-        ExprKind::Tuple(xs) | ExprKind::List(xs) => xs.iter().for_each(|x| walk_expr(x, locals, out)),
-        ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::Name(_) => {}
+        ExprKind::Tuple(xs) | ExprKind::List(xs) => {
+            xs.iter().for_each(|x| walk_expr(x, locals, out))
+        }
+        ExprKind::Int(_)
+        | ExprKind::Float(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Str(_)
+        | ExprKind::Name(_) => {}
     }
 }
 

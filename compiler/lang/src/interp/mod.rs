@@ -24,11 +24,18 @@ pub struct Buffer {
 
 impl Buffer {
     pub fn new(name: impl Into<String>, dtype: DType, data: Vec<Scalar>) -> Buffer {
-        Buffer { name: name.into(), dtype, data }
+        Buffer {
+            name: name.into(),
+            dtype,
+            data,
+        }
     }
 
     pub fn from_f64(name: impl Into<String>, dtype: DType, values: &[f64]) -> Buffer {
-        let data = values.iter().map(|v| scalar::cast(DType::F64, dtype, Scalar::F(*v), false)).collect();
+        let data = values
+            .iter()
+            .map(|v| scalar::cast(DType::F64, dtype, Scalar::F(*v), false))
+            .collect();
         Buffer::new(name, dtype, data)
     }
 
@@ -71,10 +78,25 @@ pub type Output = Vec<String>;
 
 /// Runs `kernel` over `grid` programs. Pointer parameters take `Arg::Buffer` and are bound to
 /// `buffers`; the kernel's stores land there.
-pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]) -> Result<Output, InterpError> {
-    let top = |m: String| InterpError { message: m, op: String::new(), loc: Loc::default(), program: [0; 3] };
+pub fn run(
+    kernel: &Kernel,
+    grid: [u32; 3],
+    args: &[Arg],
+    buffers: &mut [Buffer],
+) -> Result<Output, InterpError> {
+    let top = |m: String| InterpError {
+        message: m,
+        op: String::new(),
+        loc: Loc::default(),
+        program: [0; 3],
+    };
     if args.len() != kernel.params.len() {
-        return Err(top(format!("`{}` takes {} arguments, {} given", kernel.name, kernel.params.len(), args.len())));
+        return Err(top(format!(
+            "`{}` takes {} arguments, {} given",
+            kernel.name,
+            kernel.params.len(),
+            args.len()
+        )));
     }
     if grid.contains(&0) {
         return Err(top(format!("grid {grid:?} has no programs")));
@@ -83,24 +105,55 @@ pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]
     for (p, a) in kernel.params.iter().zip(args) {
         let tile = match (p.elem, a) {
             (Elem::Ptr { pointee, .. }, Arg::Buffer(i)) => {
-                let b = buffers.get(*i).ok_or_else(|| top(format!("parameter `{}`: no buffer {i}", p.name)))?;
+                let b = buffers
+                    .get(*i)
+                    .ok_or_else(|| top(format!("parameter `{}`: no buffer {i}", p.name)))?;
                 if b.dtype != pointee {
-                    return Err(top(format!("parameter `{}` points to {pointee} but buffer `{}` holds {}", p.name, b.name, b.dtype)));
+                    return Err(top(format!(
+                        "parameter `{}` points to {pointee} but buffer `{}` holds {}",
+                        p.name, b.name, b.dtype
+                    )));
                 }
-                Tile { shape: vec![], data: Data::P(vec![Ptr { buf: *i as u32, off: 0 }]) }
+                Tile {
+                    shape: vec![],
+                    data: Data::P(vec![Ptr {
+                        buf: *i as u32,
+                        off: 0,
+                    }]),
+                }
             }
             (Elem::Scalar(d), Arg::Scalar(e)) => {
-                let ok = matches!((e, d.is_float(), d.is_bool()), (Scalar::F(_), true, _) | (Scalar::B(_), _, true) | (Scalar::I(_), false, false));
+                let ok = matches!(
+                    (e, d.is_float(), d.is_bool()),
+                    (Scalar::F(_), true, _)
+                        | (Scalar::B(_), _, true)
+                        | (Scalar::I(_), false, false)
+                );
                 if !ok {
-                    return Err(top(format!("parameter `{}` is {d}; the argument {e:?} is not", p.name)));
+                    return Err(top(format!(
+                        "parameter `{}` is {d}; the argument {e:?} is not",
+                        p.name
+                    )));
                 }
                 Tile::scalar(*e)
             }
-            _ => return Err(top(format!("parameter `{}` is {}; the argument does not match", p.name, p.elem))),
+            _ => {
+                return Err(top(format!(
+                    "parameter `{}` is {}; the argument does not match",
+                    p.name, p.elem
+                )));
+            }
         };
         env[p.value.0 as usize] = Some(tile);
     }
-    let mut m = Machine { k: kernel, env, buffers, grid, pid: [0; 3], out: Vec::new() };
+    let mut m = Machine {
+        k: kernel,
+        env,
+        buffers,
+        grid,
+        pid: [0; 3],
+        out: Vec::new(),
+    };
     for z in 0..grid[2] {
         for y in 0..grid[1] {
             for x in 0..grid[0] {
@@ -111,7 +164,6 @@ pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]
     }
     Ok(m.out)
 }
-
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Ptr {
@@ -134,7 +186,10 @@ struct Tile {
 
 impl Tile {
     fn scalar(e: Scalar) -> Tile {
-        Tile { shape: vec![], data: Data::E(vec![e]) }
+        Tile {
+            shape: vec![],
+            data: Data::E(vec![e]),
+        }
     }
     fn elems(&self) -> &[Scalar] {
         match &self.data {
@@ -182,7 +237,9 @@ struct Machine<'a> {
 
 impl Machine<'_> {
     fn get(&self, v: ValueId) -> &Tile {
-        self.env[v.0 as usize].as_ref().expect("a verified kernel defines every value before its uses")
+        self.env[v.0 as usize]
+            .as_ref()
+            .expect("a verified kernel defines every value before its uses")
     }
 
     fn set(&mut self, v: ValueId, t: Tile) {
@@ -194,7 +251,12 @@ impl Machine<'_> {
     }
 
     fn err(&self, op: &Op, message: String) -> InterpError {
-        InterpError { message, op: op.kind.name().to_string(), loc: op.loc, program: self.pid }
+        InterpError {
+            message,
+            op: op.kind.name().to_string(),
+            loc: op.loc,
+            program: self.pid,
+        }
     }
 
     /// Runs a region's ops; returns the values of its final `yield`.
@@ -208,7 +270,11 @@ impl Machine<'_> {
         Ok(vec![])
     }
 
-    fn elementwise(&self, op: &Op, f: impl Fn(&[Scalar]) -> Result<Scalar, &'static str>) -> Result<Tile, InterpError> {
+    fn elementwise(
+        &self,
+        op: &Op,
+        f: impl Fn(&[Scalar]) -> Result<Scalar, &'static str>,
+    ) -> Result<Tile, InterpError> {
         let ins: Vec<&[Scalar]> = op.operands.iter().map(|v| self.get(*v).elems()).collect();
         let n = ins.first().map_or(0, |x| x.len());
         let mut out = Vec::with_capacity(n);
@@ -217,9 +283,20 @@ impl Machine<'_> {
             for (a, x) in args.iter_mut().zip(&ins) {
                 *a = x[i];
             }
-            out.push(f(&args).map_err(|m| self.err(op, format!("{m} at element {:?}", unflatten(i, &self.get(op.operands[0]).shape))))?);
+            out.push(f(&args).map_err(|m| {
+                self.err(
+                    op,
+                    format!(
+                        "{m} at element {:?}",
+                        unflatten(i, &self.get(op.operands[0]).shape)
+                    ),
+                )
+            })?);
         }
-        Ok(Tile { shape: self.get(op.operands[0]).shape.clone(), data: Data::E(out) })
+        Ok(Tile {
+            shape: self.get(op.operands[0]).shape.clone(),
+            data: Data::E(out),
+        })
     }
 
     fn op(&mut self, op: &Op) -> Result<(), InterpError> {
@@ -234,11 +311,23 @@ impl Machine<'_> {
                 };
                 self.set(res(0), Tile::scalar(e));
             }
-            OpKind::ProgramId(a) => self.set(res(0), Tile::scalar(Scalar::I(self.pid[*a as usize] as i64))),
-            OpKind::NumPrograms(a) => self.set(res(0), Tile::scalar(Scalar::I(self.grid[*a as usize] as i64))),
+            OpKind::ProgramId(a) => self.set(
+                res(0),
+                Tile::scalar(Scalar::I(self.pid[*a as usize] as i64)),
+            ),
+            OpKind::NumPrograms(a) => self.set(
+                res(0),
+                Tile::scalar(Scalar::I(self.grid[*a as usize] as i64)),
+            ),
             OpKind::Arange { start, end } => {
                 let data = (*start..*end).map(Scalar::I).collect();
-                self.set(res(0), Tile { shape: vec![(end - start) as usize], data: Data::E(data) });
+                self.set(
+                    res(0),
+                    Tile {
+                        shape: vec![(end - start) as usize],
+                        data: Data::E(data),
+                    },
+                );
             }
             OpKind::Broadcast => {
                 let x = self.get(op.operands[0]);
@@ -248,7 +337,15 @@ impl Machine<'_> {
                 let from = x.shape.clone();
                 let t = x.gather(to.clone(), |i| {
                     let idx = unflatten(i, &to);
-                    (0..from.len()).map(|d| if from[d] == 1 { 0 } else { idx[d + off] * xs[d] }).sum()
+                    (0..from.len())
+                        .map(|d| {
+                            if from[d] == 1 {
+                                0
+                            } else {
+                                idx[d + off] * xs[d]
+                            }
+                        })
+                        .sum()
                 });
                 self.set(res(0), t);
             }
@@ -263,18 +360,31 @@ impl Machine<'_> {
                 let xs = strides(&x.shape);
                 let t = x.gather(to.clone(), |i| {
                     let idx = unflatten(i, &to);
-                    p.iter().enumerate().map(|(r, &src_axis)| idx[r] * xs[src_axis]).sum()
+                    p.iter()
+                        .enumerate()
+                        .map(|(r, &src_axis)| idx[r] * xs[src_axis])
+                        .sum()
                 });
                 self.set(res(0), t);
             }
             OpKind::Join => {
                 let (a, b) = (self.get(op.operands[0]), self.get(op.operands[1]));
                 let data = match (&a.data, &b.data) {
-                    (Data::E(x), Data::E(y)) => Data::E(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect()),
-                    (Data::P(x), Data::P(y)) => Data::P(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect()),
+                    (Data::E(x), Data::E(y)) => {
+                        Data::E(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect())
+                    }
+                    (Data::P(x), Data::P(y)) => {
+                        Data::P(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect())
+                    }
                     _ => unreachable!("verified: join of one type"),
                 };
-                self.set(res(0), Tile { shape: rt.unwrap().shape, data });
+                self.set(
+                    res(0),
+                    Tile {
+                        shape: rt.unwrap().shape,
+                        data,
+                    },
+                );
             }
             OpKind::Split => {
                 let x = self.get(op.operands[0]);
@@ -296,26 +406,51 @@ impl Machine<'_> {
             }
             OpKind::Cmp(c) => {
                 let d = self.dtype(op.operands[0]);
-                let t = self.elementwise(op, |a| Ok(Scalar::B(scalar::compare(*c, d, a[0], a[1]))))?;
+                let t =
+                    self.elementwise(op, |a| Ok(Scalar::B(scalar::compare(*c, d, a[0], a[1]))))?;
                 self.set(res(0), t);
             }
             OpKind::Fma => {
                 let d = self.dtype(op.operands[0]);
                 let t = self.elementwise(op, |a| match (a[0], a[1], a[2]) {
-                    (Scalar::F(x), Scalar::F(y), Scalar::F(z)) => Ok(Scalar::F(scalar::round_float(d, x.mul_add(y, z)))),
+                    (Scalar::F(x), Scalar::F(y), Scalar::F(z)) => {
+                        Ok(Scalar::F(scalar::round_float(d, x.mul_add(y, z))))
+                    }
                     _ => Err("fma on non-floats"),
                 })?;
                 self.set(res(0), t);
             }
             OpKind::Select => {
-                let (c, a, b) = (self.get(op.operands[0]), self.get(op.operands[1]), self.get(op.operands[2]));
-                let mask: Vec<bool> = c.elems().iter().map(|e| matches!(e, Scalar::B(true))).collect();
+                let (c, a, b) = (
+                    self.get(op.operands[0]),
+                    self.get(op.operands[1]),
+                    self.get(op.operands[2]),
+                );
+                let mask: Vec<bool> = c
+                    .elems()
+                    .iter()
+                    .map(|e| matches!(e, Scalar::B(true)))
+                    .collect();
                 let data = match (&a.data, &b.data) {
-                    (Data::E(x), Data::E(y)) => Data::E((0..x.len()).map(|i| if mask[i] { x[i] } else { y[i] }).collect()),
-                    (Data::P(x), Data::P(y)) => Data::P((0..x.len()).map(|i| if mask[i] { x[i] } else { y[i] }).collect()),
+                    (Data::E(x), Data::E(y)) => Data::E(
+                        (0..x.len())
+                            .map(|i| if mask[i] { x[i] } else { y[i] })
+                            .collect(),
+                    ),
+                    (Data::P(x), Data::P(y)) => Data::P(
+                        (0..x.len())
+                            .map(|i| if mask[i] { x[i] } else { y[i] })
+                            .collect(),
+                    ),
                     _ => unreachable!("verified: select of one type"),
                 };
-                self.set(res(0), Tile { shape: a.shape.clone(), data });
+                self.set(
+                    res(0),
+                    Tile {
+                        shape: a.shape.clone(),
+                        data,
+                    },
+                );
             }
             OpKind::Cast(r) => {
                 let (from, to) = (self.dtype(op.operands[0]), rt.unwrap().dtype().unwrap());
@@ -325,17 +460,32 @@ impl Machine<'_> {
             }
             OpKind::Bitcast => {
                 let (from, to) = (self.dtype(op.operands[0]), rt.unwrap().dtype().unwrap());
-                let t = self.elementwise(op, |a| Ok(scalar::from_bits(to, scalar::to_bits(from, a[0]))))?;
+                let t = self.elementwise(op, |a| {
+                    Ok(scalar::from_bits(to, scalar::to_bits(from, a[0])))
+                })?;
                 self.set(res(0), t);
             }
             OpKind::PtrAdd => {
                 let (p, o) = (self.get(op.operands[0]), self.get(op.operands[1]));
-                let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+                let Data::P(ps) = &p.data else {
+                    unreachable!("verified: pointer operand")
+                };
                 let data = ps.iter().zip(o.elems()).map(|(p, e)| {
-                    let Scalar::I(i) = e else { unreachable!("verified: integer offset") };
-                    Ptr { buf: p.buf, off: p.off.wrapping_add(*i) }
+                    let Scalar::I(i) = e else {
+                        unreachable!("verified: integer offset")
+                    };
+                    Ptr {
+                        buf: p.buf,
+                        off: p.off.wrapping_add(*i),
+                    }
                 });
-                self.set(res(0), Tile { shape: p.shape.clone(), data: Data::P(data.collect()) });
+                self.set(
+                    res(0),
+                    Tile {
+                        shape: p.shape.clone(),
+                        data: Data::P(data.collect()),
+                    },
+                );
             }
             OpKind::Load { mask, other } => {
                 let t = self.load(op, *mask, *other)?;
@@ -357,7 +507,9 @@ impl Machine<'_> {
             OpKind::Reduce { op: r, axis } => {
                 let d = self.dtype(op.operands[0]);
                 let b = reduce_binop(*r);
-                let t = self.reduce(op, *axis, &mut |acc, x| scalar::binary(b, d, acc, x).map_err(String::from))?;
+                let t = self.reduce(op, *axis, &mut |acc, x| {
+                    scalar::binary(b, d, acc, x).map_err(String::from)
+                })?;
                 self.set(res(0), t);
             }
             OpKind::ArgReduce { max, axis } => {
@@ -377,7 +529,12 @@ impl Machine<'_> {
                             }
                             let better = match best {
                                 None => true,
-                                Some((_, b)) => scalar::compare(if *max { CmpOp::Gt } else { CmpOp::Lt }, d, v, b),
+                                Some((_, b)) => scalar::compare(
+                                    if *max { CmpOp::Gt } else { CmpOp::Lt },
+                                    d,
+                                    v,
+                                    b,
+                                ),
                             };
                             if better {
                                 best = Some((k, v));
@@ -386,21 +543,35 @@ impl Machine<'_> {
                         out.push(Scalar::I(best.map_or(0, |b| b.0) as i64));
                     }
                 }
-                self.set(res(0), Tile { shape: rt.unwrap().shape, data: Data::E(out) });
+                self.set(
+                    res(0),
+                    Tile {
+                        shape: rt.unwrap().shape,
+                        data: Data::E(out),
+                    },
+                );
             }
             OpKind::ReduceWith { axis } => {
                 let t = self.reduce_with_region(op, *axis, &op.regions[0])?;
                 self.set(res(0), t);
             }
-            OpKind::Scan { op: r, axis, reverse } => {
+            OpKind::Scan {
+                op: r,
+                axis,
+                reverse,
+            } => {
                 let d = self.dtype(op.operands[0]);
                 let b = reduce_binop(*r);
-                let t = self.scan(op, *axis, *reverse, &mut |_, acc, x| scalar::binary(b, d, acc, x).map_err(String::from))?;
+                let t = self.scan(op, *axis, *reverse, &mut |_, acc, x| {
+                    scalar::binary(b, d, acc, x).map_err(String::from)
+                })?;
                 self.set(res(0), t);
             }
             OpKind::ScanWith { axis, reverse } => {
                 let region = op.regions[0].clone();
-                let t = self.scan(op, *axis, *reverse, &mut |m, acc, x| m.combine(&region, acc, x))?;
+                let t = self.scan(op, *axis, *reverse, &mut |m, acc, x| {
+                    m.combine(&region, acc, x)
+                })?;
                 self.set(res(0), t);
             }
             OpKind::For { .. } => {
@@ -409,13 +580,26 @@ impl Machine<'_> {
                     _ => 0,
                 };
                 let d = self.dtype(op.operands[0]);
-                let (start, end, step) = (get_int(self, op.operands[0]), get_int(self, op.operands[1]), get_int(self, op.operands[2]));
+                let (start, end, step) = (
+                    get_int(self, op.operands[0]),
+                    get_int(self, op.operands[1]),
+                    get_int(self, op.operands[2]),
+                );
                 if step <= 0 {
                     return Err(self.err(op, format!("loop step is {step}; it must be positive")));
                 }
-                let mut carried: Vec<Tile> = op.operands[3..].iter().map(|v| self.get(*v).clone()).collect();
+                let mut carried: Vec<Tile> = op.operands[3..]
+                    .iter()
+                    .map(|v| self.get(*v).clone())
+                    .collect();
                 let body = &op.regions[0];
-                let lt = |a: i64, b: i64| if d.is_unsigned() { (a as u64) < (b as u64) } else { a < b };
+                let lt = |a: i64, b: i64| {
+                    if d.is_unsigned() {
+                        (a as u64) < (b as u64)
+                    } else {
+                        a < b
+                    }
+                };
                 let mut i = start;
                 while lt(i, end) {
                     self.set(body.args[0], Tile::scalar(Scalar::I(i)));
@@ -442,9 +626,20 @@ impl Machine<'_> {
             }
             OpKind::Yield => {}
             OpKind::MultipleOf(n) => {
+                // As in Triton, the hint is about where runs of consecutive values start: each
+                // element that does not continue its left neighbour (+1, along the last axis)
+                // must be a multiple of n. A scalar must be a multiple itself.
                 let x = self.get(op.operands[0]);
-                if let Some(i) = x.elems().iter().position(|e| matches!(e, Scalar::I(v) if v.rem_euclid(*n as i64) != 0)) {
-                    return Err(self.err(op, format!("the hint is wrong: element {:?} is {:?}, not a multiple of {n}", unflatten(i, &x.shape), x.elems()[i])));
+                let xs = x.elems();
+                let last = x.shape.last().copied().unwrap_or(1);
+                let starts_run = |i: usize| {
+                    i % last == 0
+                        || !matches!((xs[i - 1], xs[i]), (Scalar::I(a), Scalar::I(b)) if b == a.wrapping_add(1))
+                };
+                if let Some(i) = (0..xs.len()).find(|&i| {
+                    starts_run(i) && matches!(xs[i], Scalar::I(v) if v.rem_euclid(*n as i64) != 0)
+                }) {
+                    return Err(self.err(op, format!("the hint is wrong: element {:?} is {:?}, which starts a run of consecutive values but is not a multiple of {n}", unflatten(i, &x.shape), xs[i])));
                 }
                 let t = x.clone();
                 self.set(res(0), t);
@@ -478,7 +673,13 @@ impl Machine<'_> {
             OpKind::Assert(msg) => {
                 let c = self.get(op.operands[0]);
                 if let Some(i) = c.elems().iter().position(|e| matches!(e, Scalar::B(false))) {
-                    return Err(self.err(op, format!("assertion failed: {msg} (element {:?})", unflatten(i, &c.shape))));
+                    return Err(self.err(
+                        op,
+                        format!(
+                            "assertion failed: {msg} (element {:?})",
+                            unflatten(i, &c.shape)
+                        ),
+                    ));
                 }
             }
         }
@@ -492,7 +693,12 @@ impl Machine<'_> {
         Ok(out[0].elems()[0])
     }
 
-    fn reduce(&mut self, op: &Op, axis: usize, f: &mut dyn FnMut(Scalar, Scalar) -> Result<Scalar, String>) -> Result<Tile, InterpError> {
+    fn reduce(
+        &mut self,
+        op: &Op,
+        axis: usize,
+        f: &mut dyn FnMut(Scalar, Scalar) -> Result<Scalar, String>,
+    ) -> Result<Tile, InterpError> {
         let x = self.get(op.operands[0]).clone();
         let (outer, n, inner) = split_axis(&x.shape, axis);
         let xs = x.elems();
@@ -508,10 +714,18 @@ impl Machine<'_> {
         }
         let mut shape = x.shape.clone();
         shape.remove(axis);
-        Ok(Tile { shape, data: Data::E(out) })
+        Ok(Tile {
+            shape,
+            data: Data::E(out),
+        })
     }
 
-    fn reduce_with_region(&mut self, op: &Op, axis: usize, region: &Region) -> Result<Tile, InterpError> {
+    fn reduce_with_region(
+        &mut self,
+        op: &Op,
+        axis: usize,
+        region: &Region,
+    ) -> Result<Tile, InterpError> {
         let x = self.get(op.operands[0]).clone();
         let (outer, n, inner) = split_axis(&x.shape, axis);
         let xs = x.elems();
@@ -520,17 +734,28 @@ impl Machine<'_> {
             for i in 0..inner {
                 let mut acc = xs[o * n * inner + i];
                 for k in 1..n {
-                    acc = self.combine(region, acc, xs[(o * n + k) * inner + i]).map_err(|m| self.err(op, m))?;
+                    acc = self
+                        .combine(region, acc, xs[(o * n + k) * inner + i])
+                        .map_err(|m| self.err(op, m))?;
                 }
                 out.push(acc);
             }
         }
         let mut shape = x.shape.clone();
         shape.remove(axis);
-        Ok(Tile { shape, data: Data::E(out) })
+        Ok(Tile {
+            shape,
+            data: Data::E(out),
+        })
     }
 
-    fn scan(&mut self, op: &Op, axis: usize, reverse: bool, f: &mut dyn FnMut(&mut Self, Scalar, Scalar) -> Result<Scalar, String>) -> Result<Tile, InterpError> {
+    fn scan(
+        &mut self,
+        op: &Op,
+        axis: usize,
+        reverse: bool,
+        f: &mut dyn FnMut(&mut Self, Scalar, Scalar) -> Result<Scalar, String>,
+    ) -> Result<Tile, InterpError> {
         let x = self.get(op.operands[0]).clone();
         let (outer, n, inner) = split_axis(&x.shape, axis);
         let mut out = x.elems().to_vec();
@@ -544,17 +769,28 @@ impl Machine<'_> {
                 }
             }
         }
-        Ok(Tile { shape: x.shape.clone(), data: Data::E(out) })
+        Ok(Tile {
+            shape: x.shape.clone(),
+            data: Data::E(out),
+        })
     }
 
     fn dot(&self, op: &Op, p: Precision) -> Tile {
-        let (a, b, c) = (self.get(op.operands[0]), self.get(op.operands[1]), self.get(op.operands[2]));
+        let (a, b, c) = (
+            self.get(op.operands[0]),
+            self.get(op.operands[1]),
+            self.get(op.operands[2]),
+        );
         let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
         let din = self.dtype(op.operands[0]);
         let dacc = self.dtype(op.operands[2]);
         let conv = |e: Scalar| {
             let x = e.as_f64(din);
-            if p == Precision::Tf32 { round_tf32(x) } else { x }
+            if p == Precision::Tf32 {
+                round_tf32(x)
+            } else {
+                x
+            }
         };
         let av: Vec<f64> = a.elems().iter().map(|e| conv(*e)).collect();
         let bv: Vec<f64> = b.elems().iter().map(|e| conv(*e)).collect();
@@ -565,7 +801,12 @@ impl Machine<'_> {
                 if dacc.is_int() {
                     let mut s = if let Scalar::I(v) = *cell { v } else { 0 };
                     for kk in 0..k {
-                        s = scalar::wrap(dacc, s.wrapping_add((av[i * k + kk] as i64).wrapping_mul(bv[kk * n + j] as i64)));
+                        s = scalar::wrap(
+                            dacc,
+                            s.wrapping_add(
+                                (av[i * k + kk] as i64).wrapping_mul(bv[kk * n + j] as i64),
+                            ),
+                        );
                     }
                     *cell = Scalar::I(s);
                 } else {
@@ -577,14 +818,28 @@ impl Machine<'_> {
                 }
             }
         }
-        Tile { shape: vec![m, n], data: Data::E(out) }
+        Tile {
+            shape: vec![m, n],
+            data: Data::E(out),
+        }
     }
 
     /// The buffer element a pointer designates, or an error naming the access.
-    fn locate(&self, op: &Op, p: Ptr, lane: usize, shape: &[usize], verb: &str) -> Result<(usize, usize), InterpError> {
+    fn locate(
+        &self,
+        op: &Op,
+        p: Ptr,
+        lane: usize,
+        shape: &[usize],
+        verb: &str,
+    ) -> Result<(usize, usize), InterpError> {
         let b = &self.buffers[p.buf as usize];
         if p.off < 0 || p.off as u64 >= b.data.len() as u64 {
-            let at = if shape.is_empty() { String::new() } else { format!(" element {:?}", unflatten(lane, shape)) };
+            let at = if shape.is_empty() {
+                String::new()
+            } else {
+                format!(" element {:?}", unflatten(lane, shape))
+            };
             return Err(self.err(op, format!(
                 "out-of-bounds {verb}:{at} addresses index {} of `{}`, which has {} elements (and no mask covers it)",
                 p.off, b.name, b.data.len()
@@ -595,11 +850,19 @@ impl Machine<'_> {
 
     fn load(&self, op: &Op, mask: bool, other: bool) -> Result<Tile, InterpError> {
         let p = self.get(op.operands[0]);
-        let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+        let Data::P(ps) = &p.data else {
+            unreachable!("verified: pointer operand")
+        };
         let m = mask.then(|| self.get(op.operands[1]).elems());
         let o = other.then(|| self.get(op.operands[1 + mask as usize]).elems());
         let d = self.k.ty(op.results[0]).dtype().unwrap();
-        let zero = if d.is_float() { Scalar::F(0.0) } else if d.is_bool() { Scalar::B(false) } else { Scalar::I(0) };
+        let zero = if d.is_float() {
+            Scalar::F(0.0)
+        } else if d.is_bool() {
+            Scalar::B(false)
+        } else {
+            Scalar::I(0)
+        };
         let mut out = Vec::with_capacity(ps.len());
         for (i, ptr) in ps.iter().enumerate() {
             if m.is_some_and(|m| m[i] == Scalar::B(false)) {
@@ -609,12 +872,17 @@ impl Machine<'_> {
             let (b, j) = self.locate(op, *ptr, i, &p.shape, "load")?;
             out.push(self.buffers[b].data[j]);
         }
-        Ok(Tile { shape: p.shape.clone(), data: Data::E(out) })
+        Ok(Tile {
+            shape: p.shape.clone(),
+            data: Data::E(out),
+        })
     }
 
     fn store(&mut self, op: &Op, mask: bool) -> Result<(), InterpError> {
         let p = self.get(op.operands[0]).clone();
-        let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+        let Data::P(ps) = &p.data else {
+            unreachable!("verified: pointer operand")
+        };
         let v = self.get(op.operands[1]).elems().to_vec();
         let m = mask.then(|| self.get(op.operands[2]).elems().to_vec());
         for (i, ptr) in ps.iter().enumerate() {
@@ -629,12 +897,21 @@ impl Machine<'_> {
 
     fn atomic(&mut self, op: &Op, kind: Option<AtomicOp>, mask: bool) -> Result<Tile, InterpError> {
         let p = self.get(op.operands[0]).clone();
-        let Data::P(ps) = &p.data else { unreachable!("verified: pointer operand") };
+        let Data::P(ps) = &p.data else {
+            unreachable!("verified: pointer operand")
+        };
         let d = self.k.ty(op.results[0]).dtype().unwrap();
-        let vals: Vec<Vec<Scalar>> = op.operands[1..].iter().map(|v| self.get(*v).elems().to_vec()).collect();
+        let vals: Vec<Vec<Scalar>> = op.operands[1..]
+            .iter()
+            .map(|v| self.get(*v).elems().to_vec())
+            .collect();
         let nvals = if kind.is_some() { 1 } else { 2 };
         let m = mask.then(|| vals[nvals].clone());
-        let zero = if d.is_float() { Scalar::F(0.0) } else { Scalar::I(0) };
+        let zero = if d.is_float() {
+            Scalar::F(0.0)
+        } else {
+            Scalar::I(0)
+        };
         let mut out = Vec::with_capacity(ps.len());
         for (i, ptr) in ps.iter().enumerate() {
             if m.as_ref().is_some_and(|m| m[i] == Scalar::B(false)) {
@@ -654,14 +931,24 @@ impl Machine<'_> {
                         AtomicOp::Or => BinaryOp::Or,
                         _ => BinaryOp::Xor,
                     };
-                    scalar::binary(bop, d, old, vals[0][i]).map_err(|e| self.err(op, e.to_string()))?
+                    scalar::binary(bop, d, old, vals[0][i])
+                        .map_err(|e| self.err(op, e.to_string()))?
                 }
-                None => if scalar::compare(CmpOp::Eq, d, old, vals[0][i]) { vals[1][i] } else { old },
+                None => {
+                    if scalar::compare(CmpOp::Eq, d, old, vals[0][i]) {
+                        vals[1][i]
+                    } else {
+                        old
+                    }
+                }
             };
             self.buffers[b].data[j] = new;
             out.push(old);
         }
-        Ok(Tile { shape: p.shape.clone(), data: Data::E(out) })
+        Ok(Tile {
+            shape: p.shape.clone(),
+            data: Data::E(out),
+        })
     }
 }
 
@@ -679,7 +966,11 @@ fn reduce_binop(r: ReduceOp) -> BinaryOp {
 
 /// `(product of dims before axis, dim, product of dims after axis)`.
 fn split_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    (shape[..axis].iter().product(), shape[axis], shape[axis + 1..].iter().product())
+    (
+        shape[..axis].iter().product(),
+        shape[axis],
+        shape[axis + 1..].iter().product(),
+    )
 }
 
 /// Rounds an f32 value to tf32 (10 explicit mantissa bits), ties to even.

@@ -45,7 +45,13 @@ pub fn round_float(d: DType, x: f64) -> f64 {
 /// Rounds toward zero to format `d`.
 pub fn round_float_rtz(d: DType, x: f64) -> f64 {
     let r = round_float(d, x);
-    if r.is_finite() && x.is_finite() && r.abs() > x.abs() { next_toward_zero(d, r) } else if r.is_infinite() && x.is_finite() { max_finite(d).copysign(x) } else { r }
+    if r.is_finite() && x.is_finite() && r.abs() > x.abs() {
+        next_toward_zero(d, r)
+    } else if r.is_infinite() && x.is_finite() {
+        max_finite(d).copysign(x)
+    } else {
+        r
+    }
 }
 
 /// The largest finite value of a float format.
@@ -85,8 +91,18 @@ pub struct Fp8 {
     max: f64,
 }
 
-pub const E4M3: Fp8 = Fp8 { man: 3, bias: 7, ieee: false, max: 448.0 };
-pub const E5M2: Fp8 = Fp8 { man: 2, bias: 15, ieee: true, max: 57344.0 };
+pub const E4M3: Fp8 = Fp8 {
+    man: 3,
+    bias: 7,
+    ieee: false,
+    max: 448.0,
+};
+pub const E5M2: Fp8 = Fp8 {
+    man: 2,
+    bias: 15,
+    ieee: true,
+    max: 57344.0,
+};
 
 /// Rounds to an fp8 format, ties to even; values beyond the largest finite saturate to it
 /// (the `satfinite` conversion the GPU performs); NaN stays NaN.
@@ -99,16 +115,28 @@ fn round_minifloat(x: f64, f: Fp8, _rtz: bool) -> f64 {
         return x;
     }
     let emin = 1 - f.bias;
-    let e = if a.is_infinite() { 1024 } else { exponent(a).max(emin) };
+    let e = if a.is_infinite() {
+        1024
+    } else {
+        exponent(a).max(emin)
+    };
     let quantum = 2f64.powi(e - f.man);
-    let r = if a.is_infinite() { f64::INFINITY } else { (a / quantum).round_ties_even() * quantum };
+    let r = if a.is_infinite() {
+        f64::INFINITY
+    } else {
+        (a / quantum).round_ties_even() * quantum
+    };
     let r = if r > f.max { f.max } else { r };
     r.copysign(x)
 }
 
 /// floor(log2(a)) for a positive finite `a`, exactly.
 fn exponent(a: f64) -> i32 {
-    let (m, e) = if a < f64::MIN_POSITIVE { (a * 2f64.powi(64), -64) } else { (a, 0) };
+    let (m, e) = if a < f64::MIN_POSITIVE {
+        (a * 2f64.powi(64), -64)
+    } else {
+        (a, 0)
+    };
     ((m.to_bits() >> 52) & 0x7ff) as i32 - 1023 + e
 }
 
@@ -138,7 +166,11 @@ pub fn decode_fp8(b: u8, f: Fp8) -> f64 {
     let m = (b & ((1 << f.man) - 1)) as f64;
     let emax_field = (1 << (7 - f.man)) - 1;
     if f.ieee && e == emax_field {
-        return if m == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+        return if m == 0.0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     if !f.ieee && e == emax_field && m as i32 == (1 << f.man) - 1 {
         return f64::NAN;
@@ -180,7 +212,11 @@ pub fn from_bits(d: DType, b: u64) -> Scalar {
 }
 
 fn mask(bits: u32) -> u64 {
-    if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
 }
 
 /// One element of a tile.
@@ -232,7 +268,11 @@ pub fn cast(from: DType, to: DType, v: Scalar, rtz: bool) -> Scalar {
     }
     if to.is_float() {
         let x = v.as_f64(from);
-        return Scalar::F(if rtz { round_float_rtz(to, x) } else { round_float(to, x) });
+        return Scalar::F(if rtz {
+            round_float_rtz(to, x)
+        } else {
+            round_float(to, x)
+        });
     }
     match v {
         Scalar::B(b) => Scalar::I(b as i64),
@@ -243,7 +283,13 @@ pub fn cast(from: DType, to: DType, v: Scalar, rtz: bool) -> Scalar {
             }
             let t = f.trunc();
             if to == DType::U64 {
-                let u = if t <= 0.0 { 0 } else if t >= u64::MAX as f64 { u64::MAX } else { t as u64 };
+                let u = if t <= 0.0 {
+                    0
+                } else if t >= u64::MAX as f64 {
+                    u64::MAX
+                } else {
+                    t as u64
+                };
                 return Scalar::I(u as i64);
             }
             let (lo, hi) = int_range(to);
@@ -322,8 +368,20 @@ pub fn binary(op: BinaryOp, d: DType, a: Scalar, b: Scalar) -> Result<Scalar, &'
                 Or => x | y,
                 Xor => x ^ y,
                 // Shift amounts of the width or more give 0 (or the sign, for >> on signed).
-                Shl => if (y as u64) >= bits as u64 { 0 } else { x.wrapping_shl(y as u32) },
-                Shr if unsigned => if (y as u64) >= bits as u64 { 0 } else { ((x as u64) >> y) as i64 },
+                Shl => {
+                    if (y as u64) >= bits as u64 {
+                        0
+                    } else {
+                        x.wrapping_shl(y as u32)
+                    }
+                }
+                Shr if unsigned => {
+                    if (y as u64) >= bits as u64 {
+                        0
+                    } else {
+                        ((x as u64) >> y) as i64
+                    }
+                }
                 Shr => x >> (y as u64).min(63),
                 Max if unsigned => (x as u64).max(y as u64) as i64,
                 Min if unsigned => (x as u64).min(y as u64) as i64,
@@ -373,10 +431,17 @@ pub fn compare(op: CmpOp, d: DType, a: Scalar, b: Scalar) -> bool {
 }
 
 /// Constant folding for the checker: `Ok(None)` when the op is not folded.
-pub fn fold_binary(kind: &OpKind, d: DType, a: ConstValue, b: ConstValue) -> Result<Option<ConstValue>, String> {
+pub fn fold_binary(
+    kind: &OpKind,
+    d: DType,
+    a: ConstValue,
+    b: ConstValue,
+) -> Result<Option<ConstValue>, String> {
     let (x, y) = (Scalar::from_const(a), Scalar::from_const(b));
     match kind {
-        OpKind::Binary(op) => binary(*op, d, x, y).map(|e| Some(e.to_const())).map_err(|m| m.to_string()),
+        OpKind::Binary(op) => binary(*op, d, x, y)
+            .map(|e| Some(e.to_const()))
+            .map_err(|m| m.to_string()),
         OpKind::Cmp(op) => Ok(Some(ConstValue::Bool(compare(*op, d, x, y)))),
         _ => Ok(None),
     }

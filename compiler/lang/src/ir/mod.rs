@@ -12,9 +12,9 @@ mod print;
 pub mod types;
 mod verify;
 
-pub use parse::{parse_kernel, ParseError};
+pub use parse::{ParseError, parse_kernel};
 pub use types::*;
-pub use verify::{verify, VerifyError};
+pub use verify::{VerifyError, verify};
 
 /// An SSA value: an index into [`Kernel::values`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -208,7 +208,11 @@ pub enum OpKind {
     /// `(x) -> x` with `axis` removed, combining with region 0 (two scalar args, yields one).
     ReduceWith { axis: usize },
     /// `(x) -> x` inclusive prefix sums or products along `axis`.
-    Scan { op: ReduceOp, axis: usize, reverse: bool },
+    Scan {
+        op: ReduceOp,
+        axis: usize,
+        reverse: bool,
+    },
     /// `(x) -> x` inclusive scan combining with region 0.
     ScanWith { axis: usize, reverse: bool },
     /// `(start, end, step, init...) -> final...`; region 0 has args `(i, carried...)` and

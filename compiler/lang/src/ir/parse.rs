@@ -40,7 +40,7 @@ impl Lexer {
                 i += 1;
             } else if c.is_ascii_whitespace() {
                 i += 1;
-            } else if c == '%' || c == '@' {
+            } else if c == '%' || (c == '@' && b.get(i + 1).is_some_and(|x| x.is_ascii_digit())) {
                 let start = i + 1;
                 let mut j = start;
                 while j < b.len() && (b[j].is_ascii_digit() || (c == '@' && b[j] == b':')) {
@@ -48,7 +48,9 @@ impl Lexer {
                 }
                 let text = &src[start..j];
                 if c == '%' {
-                    let v = text.parse().map_err(|_| err(line, format!("bad value name `%{text}`")))?;
+                    let v = text
+                        .parse()
+                        .map_err(|_| err(line, format!("bad value name `%{text}`")))?;
                     out.push((Tok::Value(v), line));
                 } else {
                     let (l, col) = text
@@ -83,7 +85,9 @@ impl Lexer {
                 }
                 i += 1;
                 out.push((Tok::Str(s), line));
-            } else if c.is_ascii_digit() || (c == '-' && b.get(i + 1).is_some_and(|x| x.is_ascii_alphanumeric())) {
+            } else if c.is_ascii_digit()
+                || (c == '-' && b.get(i + 1).is_some_and(|x| x.is_ascii_alphanumeric()))
+            {
                 let start = i;
                 i += 1;
                 while i < b.len()
@@ -128,12 +132,19 @@ fn parse_float(t: &str) -> Option<f64> {
 /// Parses one kernel in the text form printed by `Display for Kernel`.
 pub fn parse_kernel(src: &str) -> Result<Kernel, ParseError> {
     let toks = Lexer::lex(src)?;
-    let mut p = P { toks, pos: 0, types: HashMap::new() };
+    let mut p = P {
+        toks,
+        pos: 0,
+        types: HashMap::new(),
+    };
     let k = p.kernel()?;
     if p.pos != p.toks.len() {
         return Err(p.err("text after the kernel's closing brace"));
     }
-    verify(&k).map_err(|e| ParseError { line: 0, message: e.to_string() })?;
+    verify(&k).map_err(|e| ParseError {
+        line: 0,
+        message: e.to_string(),
+    })?;
     Ok(k)
 }
 
@@ -145,8 +156,15 @@ struct P {
 
 impl P {
     fn err(&self, m: impl Into<String>) -> ParseError {
-        let line = self.toks.get(self.pos).or(self.toks.last()).map_or(0, |t| t.1);
-        ParseError { line, message: m.into() }
+        let line = self
+            .toks
+            .get(self.pos)
+            .or(self.toks.last())
+            .map_or(0, |t| t.1);
+        ParseError {
+            line,
+            message: m.into(),
+        }
     }
 
     fn peek(&self) -> Option<&Tok> {
@@ -154,7 +172,11 @@ impl P {
     }
 
     fn next(&mut self) -> Result<Tok, ParseError> {
-        let t = self.toks.get(self.pos).map(|t| t.0.clone()).ok_or_else(|| self.err("unexpected end of text"))?;
+        let t = self
+            .toks
+            .get(self.pos)
+            .map(|t| t.0.clone())
+            .ok_or_else(|| self.err("unexpected end of text"))?;
         self.pos += 1;
         Ok(t)
     }
@@ -173,7 +195,11 @@ impl P {
     }
 
     fn expect_punct(&mut self, c: char) -> Result<(), ParseError> {
-        if self.eat_punct(c) { Ok(()) } else { Err(self.err(format!("expected `{c}`, found {:?}", self.peek()))) }
+        if self.eat_punct(c) {
+            Ok(())
+        } else {
+            Err(self.err(format!("expected `{c}`, found {:?}", self.peek())))
+        }
     }
 
     fn ident(&mut self) -> Result<String, ParseError> {
@@ -185,7 +211,11 @@ impl P {
 
     fn expect_ident(&mut self, want: &str) -> Result<(), ParseError> {
         let s = self.ident()?;
-        if s == want { Ok(()) } else { Err(self.err(format!("expected `{want}`, found `{s}`"))) }
+        if s == want {
+            Ok(())
+        } else {
+            Err(self.err(format!("expected `{want}`, found `{s}`")))
+        }
     }
 
     fn int(&mut self) -> Result<i64, ParseError> {
@@ -218,7 +248,10 @@ impl P {
                 false
             };
             let d = self.dtype()?;
-            return Ok(Elem::Ptr { pointee: d, mutable });
+            return Ok(Elem::Ptr {
+                pointee: d,
+                mutable,
+            });
         }
         Ok(Elem::Scalar(self.dtype()?))
     }
@@ -271,8 +304,18 @@ impl P {
             let v = self.value()?;
             self.expect_punct(':')?;
             let elem = self.elem()?;
-            self.define(v, Type { elem, shape: vec![] })?;
-            params.push(KernelParam { name: pname, elem, value: v });
+            self.define(
+                v,
+                Type {
+                    elem,
+                    shape: vec![],
+                },
+            )?;
+            params.push(KernelParam {
+                name: pname,
+                elem,
+                value: v,
+            });
             self.eat_punct(',');
         }
         let mut consts = Vec::new();
@@ -299,10 +342,21 @@ impl P {
         let n = self.types.keys().max().map_or(0, |m| m + 1);
         let mut values = Vec::with_capacity(n as usize);
         for i in 0..n {
-            let t = self.types.remove(&i).ok_or_else(|| self.err(format!("%{i} is never defined")))?;
+            let t = self
+                .types
+                .remove(&i)
+                .ok_or_else(|| self.err(format!("%{i} is never defined")))?;
             values.push(t);
         }
-        Ok(Kernel { name, params, consts, warps, stages, body, values })
+        Ok(Kernel {
+            name,
+            params,
+            consts,
+            warps,
+            stages,
+            body,
+            values,
+        })
     }
 
     /// A constant: an int, float, bool or dtype; `ty` disambiguates ints from floats.
@@ -314,7 +368,9 @@ impl P {
             Tok::Ident(s) if s == "true" || s == "false" => ConstValue::Bool(s == "true"),
             Tok::Ident(s) => match parse_float(&s) {
                 Some(f) => ConstValue::Float(f),
-                None => ConstValue::DType(DType::from_name(&s).ok_or_else(|| self.err(format!("bad constant `{s}`")))?),
+                None => ConstValue::DType(
+                    DType::from_name(&s).ok_or_else(|| self.err(format!("bad constant `{s}`")))?,
+                ),
             },
             t => return Err(self.err(format!("expected a constant, found {t:?}"))),
         })
@@ -398,7 +454,11 @@ impl P {
             }
         }
         if types.len() != results.len() {
-            return Err(self.err(format!("{} results but {} types", results.len(), types.len())));
+            return Err(self.err(format!(
+                "{} results but {} types",
+                results.len(),
+                types.len()
+            )));
         }
         let first_dtype = types.first().and_then(|t| t.dtype());
         let kind = self.kind(&name, &attr_toks, first_dtype)?;
@@ -414,7 +474,13 @@ impl P {
         while self.is_punct('{') {
             regions.push(self.region()?);
         }
-        Ok(Op { kind, operands, results, regions, loc })
+        Ok(Op {
+            kind,
+            operands,
+            results,
+            regions,
+            loc,
+        })
     }
 
     /// Rebuilds an op kind from its name and `<..>` attribute tokens.
@@ -431,8 +497,15 @@ impl P {
                 Tok::Loc(l, c) => format!("@{l}:{c}"),
             })
             .collect();
-        let bad = || self.err(format!("bad attributes <{}> for `{name}`", words.join(", ")));
-        let num = |i: usize| -> Result<i64, ParseError> { words.get(i).and_then(|w| w.parse().ok()).ok_or_else(bad) };
+        let bad = || {
+            self.err(format!(
+                "bad attributes <{}> for `{name}`",
+                words.join(", ")
+            ))
+        };
+        let num = |i: usize| -> Result<i64, ParseError> {
+            words.get(i).and_then(|w| w.parse().ok()).ok_or_else(bad)
+        };
         let has = |w: &str| words.iter().any(|x| x == w);
         let string = || match a.first() {
             Some(Tok::Str(s)) => Ok(s.clone()),
@@ -440,44 +513,76 @@ impl P {
         };
         let kind = match name {
             "const" => {
-                let mut p = P { toks: a.iter().map(|t| (t.clone(), 0)).collect(), pos: 0, types: HashMap::new() };
+                let mut p = P {
+                    toks: a.iter().map(|t| (t.clone(), 0)).collect(),
+                    pos: 0,
+                    types: HashMap::new(),
+                };
                 OpKind::Const(p.const_value(dtype)?)
             }
             "program_id" => OpKind::ProgramId(num(0)? as u8),
             "num_programs" => OpKind::NumPrograms(num(0)? as u8),
-            "arange" => OpKind::Arange { start: num(0)?, end: num(1)? },
+            "arange" => OpKind::Arange {
+                start: num(0)?,
+                end: num(1)?,
+            },
             "broadcast" => OpKind::Broadcast,
             "expand_dims" => OpKind::ExpandDims(num(0)? as usize),
             "reshape" => OpKind::Reshape,
-            "permute" => OpKind::Permute((0..words.len()).map(|i| num(i).map(|v| v as usize)).collect::<Result<_, _>>()?),
+            "permute" => OpKind::Permute(
+                (0..words.len())
+                    .map(|i| num(i).map(|v| v as usize))
+                    .collect::<Result<_, _>>()?,
+            ),
             "join" => OpKind::Join,
             "split" => OpKind::Split,
             "fma" => OpKind::Fma,
             "select" => OpKind::Select,
-            "cast" => OpKind::Cast(Rounding::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?),
+            "cast" => {
+                OpKind::Cast(Rounding::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?)
+            }
             "bitcast" => OpKind::Bitcast,
             "ptr_add" => OpKind::PtrAdd,
-            "load" => OpKind::Load { mask: has("mask"), other: has("other") },
+            "load" => OpKind::Load {
+                mask: has("mask"),
+                other: has("other"),
+            },
             "store" => OpKind::Store { mask: has("mask") },
             "atomic" => OpKind::Atomic {
                 op: AtomicOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,
                 mask: has("mask"),
             },
             "atomic_cas" => OpKind::AtomicCas { mask: has("mask") },
-            "dot" => OpKind::Dot(Precision::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?),
+            "dot" => {
+                OpKind::Dot(Precision::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?)
+            }
             "reduce" => OpKind::Reduce {
                 op: ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,
                 axis: num(1)? as usize,
             },
-            "argmax" | "argmin" => OpKind::ArgReduce { max: name == "argmax", axis: num(0)? as usize },
-            "reduce_with" => OpKind::ReduceWith { axis: num(0)? as usize },
+            "argmax" | "argmin" => OpKind::ArgReduce {
+                max: name == "argmax",
+                axis: num(0)? as usize,
+            },
+            "reduce_with" => OpKind::ReduceWith {
+                axis: num(0)? as usize,
+            },
             "scan" => OpKind::Scan {
                 op: ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,
                 axis: num(1)? as usize,
                 reverse: has("reverse"),
             },
-            "scan_with" => OpKind::ScanWith { axis: num(0)? as usize, reverse: has("reverse") },
-            "for" => OpKind::For { stages: if words.is_empty() { None } else { Some(num(2)? as u32) } },
+            "scan_with" => OpKind::ScanWith {
+                axis: num(0)? as usize,
+                reverse: has("reverse"),
+            },
+            "for" => OpKind::For {
+                stages: if words.is_empty() {
+                    None
+                } else {
+                    Some(num(2)? as u32)
+                },
+            },
             "if" => OpKind::If,
             "yield" => OpKind::Yield,
             "multiple_of" => OpKind::MultipleOf(num(0)? as u64),
@@ -497,7 +602,12 @@ impl P {
             }
         };
         // Attributes must print back exactly as read.
-        if attrs(&kind).len() != words.len() && !matches!(kind, OpKind::For { .. } | OpKind::Const(_) | OpKind::Print(_) | OpKind::Assert(_)) {
+        if attrs(&kind).len() != words.len()
+            && !matches!(
+                kind,
+                OpKind::For { .. } | OpKind::Const(_) | OpKind::Print(_) | OpKind::Assert(_)
+            )
+        {
             return Err(bad());
         }
         Ok(kind)

@@ -82,7 +82,10 @@ impl DType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F8E4M3 | DType::F8E5M2 | DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+        matches!(
+            self,
+            DType::F8E4M3 | DType::F8E5M2 | DType::F16 | DType::BF16 | DType::F32 | DType::F64
+        )
     }
 
     pub fn is_int(self) -> bool {
@@ -198,8 +201,14 @@ impl fmt::Display for Elem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Elem::Scalar(d) => write!(f, "{d}"),
-            Elem::Ptr { pointee, mutable: true } => write!(f, "*mut {pointee}"),
-            Elem::Ptr { pointee, mutable: false } => write!(f, "*{pointee}"),
+            Elem::Ptr {
+                pointee,
+                mutable: true,
+            } => write!(f, "*mut {pointee}"),
+            Elem::Ptr {
+                pointee,
+                mutable: false,
+            } => write!(f, "*{pointee}"),
         }
     }
 }
@@ -213,15 +222,24 @@ pub struct Type {
 
 impl Type {
     pub fn scalar(d: DType) -> Type {
-        Type { elem: Elem::Scalar(d), shape: vec![] }
+        Type {
+            elem: Elem::Scalar(d),
+            shape: vec![],
+        }
     }
 
     pub fn tile(d: DType, shape: Vec<usize>) -> Type {
-        Type { elem: Elem::Scalar(d), shape }
+        Type {
+            elem: Elem::Scalar(d),
+            shape,
+        }
     }
 
     pub fn with_elem(&self, elem: Elem) -> Type {
-        Type { elem, shape: self.shape.clone() }
+        Type {
+            elem,
+            shape: self.shape.clone(),
+        }
     }
 
     pub fn with_dtype(&self, d: DType) -> Type {
@@ -229,7 +247,10 @@ impl Type {
     }
 
     pub fn with_shape(&self, shape: Vec<usize>) -> Type {
-        Type { elem: self.elem, shape }
+        Type {
+            elem: self.elem,
+            shape,
+        }
     }
 
     pub fn dtype(&self) -> Option<DType> {
@@ -264,8 +285,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = if da == db {
             da
         } else if da == 1 {
@@ -307,6 +336,10 @@ pub fn fmt_float(v: f64) -> String {
         if v > 0.0 { "inf".into() } else { "-inf".into() }
     } else {
         let s = format!("{v:?}");
-        if s.contains('.') || s.contains('e') { s } else { format!("{s}.0") }
+        if s.contains('.') || s.contains('e') {
+            s
+        } else {
+            format!("{s}.0")
+        }
     }
 }

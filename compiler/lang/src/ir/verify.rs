@@ -14,10 +14,18 @@ pub struct VerifyError {
 }
 
 pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
-    let mut v = V { k, scopes: vec![HashSet::new()], defined: HashSet::new() };
+    let mut v = V {
+        k,
+        scopes: vec![HashSet::new()],
+        defined: HashSet::new(),
+    };
     for p in &k.params {
         if k.ty(p.value).elem != p.elem || !k.ty(p.value).is_scalar() {
-            return Err(err("kernel", Loc::default(), format!("parameter `{}` has a mismatched type", p.name)));
+            return Err(err(
+                "kernel",
+                Loc::default(),
+                format!("parameter `{}` has a mismatched type", p.name),
+            ));
         }
         v.def(p.value, "kernel", Loc::default())?;
     }
@@ -25,8 +33,16 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
 }
 
 fn err(op: &str, loc: Loc, message: String) -> VerifyError {
-    let at = if loc == Loc::default() { String::new() } else { format!(" at {}:{}", loc.line, loc.col) };
-    VerifyError { op: op.to_string(), at, message }
+    let at = if loc == Loc::default() {
+        String::new()
+    } else {
+        format!(" at {}:{}", loc.line, loc.col)
+    };
+    VerifyError {
+        op: op.to_string(),
+        at,
+        message,
+    }
 }
 
 struct V<'a> {
@@ -45,7 +61,11 @@ impl V<'_> {
         }
         let t = self.k.ty(v);
         if let Some(d) = t.shape.iter().find(|d| !d.is_power_of_two()) {
-            return Err(err(op, loc, format!("%{} has dimension {d}, not a power of two", v.0)));
+            return Err(err(
+                op,
+                loc,
+                format!("%{} has dimension {d}, not a power of two", v.0),
+            ));
         }
         self.scopes.last_mut().unwrap().insert(v);
         Ok(())
@@ -63,7 +83,11 @@ impl V<'_> {
             if let Some(t) = args.get(i)
                 && self.k.ty(*a) != t
             {
-                return Err(err("region", Loc::default(), format!("argument %{} should be {t}", a.0)));
+                return Err(err(
+                    "region",
+                    Loc::default(),
+                    format!("argument %{} should be {t}", a.0),
+                ));
             }
         }
         for op in &r.ops {
@@ -78,7 +102,10 @@ impl V<'_> {
         let fail = |m: String| err(name, op.loc, m);
         for o in &op.operands {
             if !self.visible(*o) {
-                return Err(fail(format!("operand %{} is not defined before this op", o.0)));
+                return Err(fail(format!(
+                    "operand %{} is not defined before this op",
+                    o.0
+                )));
             }
         }
         let ot: Vec<&Type> = op.operands.iter().map(|v| self.k.ty(*v)).collect();
@@ -89,12 +116,22 @@ impl V<'_> {
             let args = self.region_args(op, &ot, i);
             self.region(r, &args)?;
             let yields = match r.ops.last() {
-                Some(Op { kind: OpKind::Yield, operands, .. }) => operands.iter().map(|v| self.k.ty(*v).clone()).collect::<Vec<_>>(),
+                Some(Op {
+                    kind: OpKind::Yield,
+                    operands,
+                    ..
+                }) => operands
+                    .iter()
+                    .map(|v| self.k.ty(*v).clone())
+                    .collect::<Vec<_>>(),
                 _ => return Err(fail(format!("region {i} does not end in `yield`"))),
             };
             let want = self.region_yields(op, &ot, &rt);
             if yields != want {
-                return Err(fail(format!("region {i} yields {} values of the wrong types", yields.len())));
+                return Err(fail(format!(
+                    "region {i} yields {} values of the wrong types",
+                    yields.len()
+                )));
             }
         }
         for r in &op.results {
@@ -111,7 +148,10 @@ impl V<'_> {
                 v
             }
             OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => {
-                let s = Type { elem: ot[0].elem, shape: vec![] };
+                let s = Type {
+                    elem: ot[0].elem,
+                    shape: vec![],
+                };
                 vec![s.clone(), s]
             }
             _ => vec![],
@@ -120,18 +160,48 @@ impl V<'_> {
 
     fn region_yields(&self, op: &Op, ot: &[&Type], rt: &[Type]) -> Vec<Type> {
         match &op.kind {
-            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => vec![Type { elem: ot[0].elem, shape: vec![] }],
+            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => vec![Type {
+                elem: ot[0].elem,
+                shape: vec![],
+            }],
             _ => rt.to_vec(),
         }
     }
 
     fn check(&self, op: &Op, ot: &[&Type], rt: &[Type]) -> Result<(), String> {
         use OpKind::*;
-        let n_in = |n: usize| if ot.len() == n { Ok(()) } else { Err(format!("takes {n} operands, has {}", ot.len())) };
-        let n_out = |n: usize| if rt.len() == n { Ok(()) } else { Err(format!("has {n} results, not {}", rt.len())) };
-        let same = |a: &Type, b: &Type| if a == b { Ok(()) } else { Err(format!("types {a} and {b} differ")) };
-        let regions = |n: usize| if op.regions.len() == n { Ok(()) } else { Err(format!("needs {n} regions")) };
-        if !matches!(op.kind, For { .. } | If | ReduceWith { .. } | ScanWith { .. }) {
+        let n_in = |n: usize| {
+            if ot.len() == n {
+                Ok(())
+            } else {
+                Err(format!("takes {n} operands, has {}", ot.len()))
+            }
+        };
+        let n_out = |n: usize| {
+            if rt.len() == n {
+                Ok(())
+            } else {
+                Err(format!("has {n} results, not {}", rt.len()))
+            }
+        };
+        let same = |a: &Type, b: &Type| {
+            if a == b {
+                Ok(())
+            } else {
+                Err(format!("types {a} and {b} differ"))
+            }
+        };
+        let regions = |n: usize| {
+            if op.regions.len() == n {
+                Ok(())
+            } else {
+                Err(format!("needs {n} regions"))
+            }
+        };
+        if !matches!(
+            op.kind,
+            For { .. } | If | ReduceWith { .. } | ScanWith { .. }
+        ) {
             regions(0)?;
         }
         match &op.kind {
@@ -166,7 +236,10 @@ impl V<'_> {
             Broadcast => {
                 n_in(1)?;
                 n_out(1)?;
-                if ot[0].elem != rt[0].elem || broadcast_shapes(&ot[0].shape, &rt[0].shape).as_deref() != Some(&rt[0].shape[..]) {
+                if ot[0].elem != rt[0].elem
+                    || broadcast_shapes(&ot[0].shape, &rt[0].shape).as_deref()
+                        != Some(&rt[0].shape[..])
+                {
                     return Err(format!("cannot broadcast {} to {}", ot[0], rt[0]));
                 }
             }
@@ -195,7 +268,10 @@ impl V<'_> {
                 if sorted != (0..ot[0].shape.len()).collect::<Vec<_>>() {
                     return Err("not a permutation of the axes".into());
                 }
-                same(&rt[0], &ot[0].with_shape(p.iter().map(|&i| ot[0].shape[i]).collect()))?;
+                same(
+                    &rt[0],
+                    &ot[0].with_shape(p.iter().map(|&i| ot[0].shape[i]).collect()),
+                )?;
             }
             Join => {
                 n_in(2)?;
@@ -252,14 +328,19 @@ impl V<'_> {
                 if ot[0].shape != rt[0].shape || ot[0].elem.is_ptr() || rt[0].elem.is_ptr() {
                     return Err(format!("cannot convert {} to {}", ot[0], rt[0]));
                 }
-                if matches!(op.kind, Bitcast) && ot[0].dtype().map(|d| d.bits()) != rt[0].dtype().map(|d| d.bits()) {
+                if matches!(op.kind, Bitcast)
+                    && ot[0].dtype().map(|d| d.bits()) != rt[0].dtype().map(|d| d.bits())
+                {
                     return Err("bitcast between types of different widths".into());
                 }
             }
             PtrAdd => {
                 n_in(2)?;
                 n_out(1)?;
-                if !ot[0].elem.is_ptr() || !ot[1].dtype().is_some_and(|d| d.is_int()) || ot[0].shape != ot[1].shape {
+                if !ot[0].elem.is_ptr()
+                    || !ot[1].dtype().is_some_and(|d| d.is_int())
+                    || ot[0].shape != ot[1].shape
+                {
                     return Err("takes a pointer and an integer offset of one shape".into());
                 }
                 same(ot[0], &rt[0])?;
@@ -267,7 +348,9 @@ impl V<'_> {
             Load { mask, other } => {
                 n_in(1 + *mask as usize + *other as usize)?;
                 n_out(1)?;
-                let Elem::Ptr { pointee, .. } = ot[0].elem else { return Err("loads through a pointer".into()) };
+                let Elem::Ptr { pointee, .. } = ot[0].elem else {
+                    return Err("loads through a pointer".into());
+                };
                 same(&rt[0], &ot[0].with_dtype(pointee))?;
                 if *mask {
                     same(ot[1], &ot[0].with_dtype(DType::Bool))?;
@@ -278,8 +361,14 @@ impl V<'_> {
             }
             Store { mask } | Atomic { mask, .. } => {
                 n_in(2 + *mask as usize)?;
-                n_out(if matches!(op.kind, Store { .. }) { 0 } else { 1 })?;
-                let Elem::Ptr { pointee, mutable } = ot[0].elem else { return Err("stores through a pointer".into()) };
+                n_out(if matches!(op.kind, Store { .. }) {
+                    0
+                } else {
+                    1
+                })?;
+                let Elem::Ptr { pointee, mutable } = ot[0].elem else {
+                    return Err("stores through a pointer".into());
+                };
                 if !mutable {
                     return Err("stores through a read-only pointer".into());
                 }
@@ -294,7 +383,13 @@ impl V<'_> {
             AtomicCas { mask } => {
                 n_in(3 + *mask as usize)?;
                 n_out(1)?;
-                let Elem::Ptr { pointee, mutable: true } = ot[0].elem else { return Err("needs a writable pointer".into()) };
+                let Elem::Ptr {
+                    pointee,
+                    mutable: true,
+                } = ot[0].elem
+                else {
+                    return Err("needs a writable pointer".into());
+                };
                 same(ot[1], &ot[0].with_dtype(pointee))?;
                 same(ot[2], ot[1])?;
                 same(&rt[0], ot[1])?;
@@ -303,8 +398,16 @@ impl V<'_> {
                 n_in(3)?;
                 n_out(1)?;
                 let (a, b, c) = (&ot[0].shape, &ot[1].shape, &ot[2].shape);
-                if a.len() != 2 || b.len() != 2 || a[1] != b[0] || *c != vec![a[0], b[1]] || ot[0].elem != ot[1].elem {
-                    return Err(format!("shapes {}, {}, {} do not form a matrix product", ot[0], ot[1], ot[2]));
+                if a.len() != 2
+                    || b.len() != 2
+                    || a[1] != b[0]
+                    || *c != vec![a[0], b[1]]
+                    || ot[0].elem != ot[1].elem
+                {
+                    return Err(format!(
+                        "shapes {}, {}, {} do not form a matrix product",
+                        ot[0], ot[1], ot[2]
+                    ));
                 }
                 same(ot[2], &rt[0])?;
             }
@@ -319,7 +422,10 @@ impl V<'_> {
                 if rt[0].shape != s {
                     return Err(format!("result shape should be {s:?}"));
                 }
-                let (d, r_d) = (ot[0].dtype().ok_or("reduces numbers")?, rt[0].dtype().ok_or("reduces numbers")?);
+                let (d, r_d) = (
+                    ot[0].dtype().ok_or("reduces numbers")?,
+                    rt[0].dtype().ok_or("reduces numbers")?,
+                );
                 if !matches!(r, ReduceOp::Sum | ReduceOp::Prod) && d != r_d {
                     return Err("max/min/and/or/xor keep the input dtype".into());
                 }

@@ -39,7 +39,11 @@ pub enum ArgSpec {
     /// A scalar argument computed from the sizes and constants.
     Scalar(Expr),
     /// A buffer of the given shape (flattened row-major), filled by `init`.
-    Buffer { shape: Vec<Expr>, init: Init, output: bool },
+    Buffer {
+        shape: Vec<Expr>,
+        init: Init,
+        output: bool,
+    },
 }
 
 /// How a buffer is filled before the launch.
@@ -62,8 +66,27 @@ pub enum Init {
 pub fn parse_specs(file: &ast::File) -> (Vec<RunSpec>, Vec<Diagnostic>) {
     let mut specs = Vec::new();
     let mut diags = Vec::new();
+    let kernels = crate::check::kernel_names(file);
     for item in &file.items {
         if let ast::Item::Run(r) = item {
+            // Reported here, at the name, so that the caller's whole-spec check never sees it.
+            if !kernels.contains(&r.kernel.name) {
+                let mut d = Diagnostic::error(
+                    r.kernel.span,
+                    format!("run spec for unknown kernel `{}`", r.kernel.name),
+                )
+                .label("no kernel of that name");
+                d = match crate::check::closest_name(
+                    &r.kernel.name,
+                    kernels.iter().map(|k| k.as_str()),
+                ) {
+                    Some(k) => d.help(format!("a kernel with a similar name exists: `{k}`")),
+                    None if kernels.is_empty() => d.note("this file defines no kernels"),
+                    None => d.note(format!("this file defines: {}", kernels.join(", "))),
+                };
+                diags.push(d);
+                continue;
+            }
             match parse_spec(r) {
                 Ok(s) => specs.push(s),
                 Err(d) => diags.push(d),
@@ -96,7 +119,9 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                     Stmt::For(f) => f.span,
                     Stmt::Expr { span, .. } => *span,
                 };
-                return Err(bad(span, "unexpected statement in a run spec").label("not a section").note(sections));
+                return Err(bad(span, "unexpected statement in a run spec")
+                    .label("not a section")
+                    .note(sections));
             }
         }
     }
@@ -105,18 +130,24 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
     }
     for e in stmts {
         let ExprKind::Call { func, args } = &e.kind else {
-            return Err(bad(e.span, "unexpected expression in a run spec").label("not a section").note(sections));
+            return Err(bad(e.span, "unexpected expression in a run spec")
+                .label("not a section")
+                .note(sections));
         };
         match func.name.as_str() {
             "sizes" => {
                 for a in args {
                     let name = named(a, "sizes")?;
                     let values = match &a.value.kind {
-                        ExprKind::List(xs) => xs.iter().map(const_int).collect::<Result<Vec<_>, _>>()?,
+                        ExprKind::List(xs) => {
+                            xs.iter().map(const_int).collect::<Result<Vec<_>, _>>()?
+                        }
                         _ => vec![const_int(&a.value)?],
                     };
                     if values.is_empty() || values.iter().any(|v| *v < 0) {
-                        return Err(bad(a.value.span, "sizes must be non-negative integers").label("here"));
+                        return Err(
+                            bad(a.value.span, "sizes must be non-negative integers").label("here")
+                        );
                     }
                     spec.sizes.push((name, values));
                 }
@@ -125,7 +156,9 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                 for a in args {
                     let name = named(a, "consts")?;
                     let values = match &a.value.kind {
-                        ExprKind::List(xs) => xs.iter().map(const_value).collect::<Result<Vec<_>, _>>()?,
+                        ExprKind::List(xs) => {
+                            xs.iter().map(const_value).collect::<Result<Vec<_>, _>>()?
+                        }
                         _ => vec![const_value(&a.value)?],
                     };
                     spec.consts.push((name, values));
@@ -133,7 +166,8 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
             }
             "grid" => {
                 if args.is_empty() || args.len() > 3 || args.iter().any(|a| a.name.is_some()) {
-                    return Err(bad(e.span, "`grid` takes one to three extents").label("e.g. `grid(cdiv(n, BLOCK))`"));
+                    return Err(bad(e.span, "`grid` takes one to three extents")
+                        .label("e.g. `grid(cdiv(n, BLOCK))`"));
                 }
                 spec.grid = args.iter().map(|a| a.value.clone()).collect();
             }
@@ -144,8 +178,20 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                 }
             }
             "reference" => match args.as_slice() {
-                [Arg { name: None, value: Expr { kind: ExprKind::Name(n), span } }] => spec.reference = Some((n.clone(), *span)),
-                _ => return Err(bad(e.span, "`reference` names one reference function").label("e.g. `reference(softmax)`")),
+                [
+                    Arg {
+                        name: None,
+                        value:
+                            Expr {
+                                kind: ExprKind::Name(n),
+                                span,
+                            },
+                    },
+                ] => spec.reference = Some((n.clone(), *span)),
+                _ => {
+                    return Err(bad(e.span, "`reference` names one reference function")
+                        .label("e.g. `reference(softmax)`"));
+                }
             },
             "tolerance" => {
                 let (mut rtol, mut atol) = (None, None);
@@ -154,12 +200,21 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                     match a.name.as_ref().map(|n| n.name.as_str()) {
                         Some("rtol") => rtol = Some(v),
                         Some("atol") => atol = Some(v),
-                        _ => return Err(bad(a.value.span, "`tolerance` takes `rtol:` and `atol:`").label("here")),
+                        _ => {
+                            return Err(bad(a.value.span, "`tolerance` takes `rtol:` and `atol:`")
+                                .label("here"));
+                        }
                     }
                 }
                 spec.tolerance = Some((rtol.unwrap_or(0.0), atol.unwrap_or(0.0)));
             }
-            other => return Err(bad(func.span, &format!("unknown run-spec section `{other}`")).label("not a section").note(sections)),
+            other => {
+                return Err(
+                    bad(func.span, &format!("unknown run-spec section `{other}`"))
+                        .label("not a section")
+                        .note(sections),
+                );
+            }
         }
     }
     if spec.grid.is_empty() {
@@ -170,7 +225,11 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
 
 fn named(a: &Arg, section: &str) -> Result<String, Diagnostic> {
     a.name.as_ref().map(|n| n.name.clone()).ok_or_else(|| {
-        Diagnostic::error(a.value.span, format!("`{section}` entries are named: `name: value`")).label("unnamed")
+        Diagnostic::error(
+            a.value.span,
+            format!("`{section}` entries are named: `name: value`"),
+        )
+        .label("unnamed")
     })
 }
 
@@ -187,7 +246,9 @@ fn const_float(e: &Expr) -> Result<f64, Diagnostic> {
 
 fn const_value(e: &Expr) -> Result<ConstValue, Diagnostic> {
     match &e.kind {
-        ExprKind::Name(n) if DType::from_name(n).is_some() => Ok(ConstValue::DType(DType::from_name(n).unwrap())),
+        ExprKind::Name(n) if DType::from_name(n).is_some() => {
+            Ok(ConstValue::DType(DType::from_name(n).unwrap()))
+        }
         ExprKind::Bool(b) => Ok(ConstValue::Bool(*b)),
         _ => Ok(match eval(e, &|_| None)? {
             Num::I(i) => ConstValue::Int(i),
@@ -197,37 +258,78 @@ fn const_value(e: &Expr) -> Result<ConstValue, Diagnostic> {
 }
 
 fn arg_spec(e: &Expr) -> Result<ArgSpec, Diagnostic> {
-    let ExprKind::Call { func, args } = &e.kind else { return Ok(ArgSpec::Scalar(e.clone())) };
-    let pos = |i: usize| args.iter().filter(|a| a.name.is_none()).nth(i).map(|a| &a.value);
-    let kw = |k: &str| args.iter().find(|a| a.name.as_ref().is_some_and(|n| n.name == k)).map(|a| &a.value);
+    let ExprKind::Call { func, args } = &e.kind else {
+        return Ok(ArgSpec::Scalar(e.clone()));
+    };
+    let pos = |i: usize| {
+        args.iter()
+            .filter(|a| a.name.is_none())
+            .nth(i)
+            .map(|a| &a.value)
+    };
+    let kw = |k: &str| {
+        args.iter()
+            .find(|a| a.name.as_ref().is_some_and(|n| n.name == k))
+            .map(|a| &a.value)
+    };
     let shape_of = |x: Option<&Expr>| -> Result<Vec<Expr>, Diagnostic> {
         match x {
-            Some(Expr { kind: ExprKind::List(items), .. }) => Ok(items.clone()),
+            Some(Expr {
+                kind: ExprKind::List(items),
+                ..
+            }) => Ok(items.clone()),
             Some(other) => Ok(vec![other.clone()]),
-            None => Err(Diagnostic::error(e.span, format!("`{}` needs a shape", func.name)).label("e.g. `[rows, cols]`")),
+            None => Err(
+                Diagnostic::error(e.span, format!("`{}` needs a shape", func.name))
+                    .label("e.g. `[rows, cols]`"),
+            ),
         }
     };
-    let num = |x: Option<&Expr>, d: f64| -> Result<f64, Diagnostic> { x.map_or(Ok(d), const_float) };
+    let num =
+        |x: Option<&Expr>, d: f64| -> Result<f64, Diagnostic> { x.map_or(Ok(d), const_float) };
     let init = match func.name.as_str() {
         "randn" => Init::Randn,
-        "rand" => Init::Rand(num(pos(1).or(kw("lo")), 0.0)?, num(pos(2).or(kw("hi")), 1.0)?),
-        "randint" => Init::Randint(num(pos(1).or(kw("lo")), 0.0)? as i64, num(pos(2).or(kw("hi")), 100.0)? as i64),
+        "rand" => Init::Rand(
+            num(pos(1).or(kw("lo")), 0.0)?,
+            num(pos(2).or(kw("hi")), 1.0)?,
+        ),
+        "randint" => Init::Randint(
+            num(pos(1).or(kw("lo")), 0.0)? as i64,
+            num(pos(2).or(kw("hi")), 100.0)? as i64,
+        ),
         "zeros" => Init::Full(0.0),
         "ones" => Init::Full(1.0),
         "full" => Init::Full(num(pos(1).or(kw("value")), 0.0)?),
         "arange" => Init::Arange,
         "output" => {
             return match pos(0) {
-                Some(inner @ Expr { kind: ExprKind::Call { .. }, .. }) => match arg_spec(inner)? {
-                    ArgSpec::Buffer { shape, init, .. } => Ok(ArgSpec::Buffer { shape, init, output: true }),
+                Some(
+                    inner @ Expr {
+                        kind: ExprKind::Call { .. },
+                        ..
+                    },
+                ) => match arg_spec(inner)? {
+                    ArgSpec::Buffer { shape, init, .. } => Ok(ArgSpec::Buffer {
+                        shape,
+                        init,
+                        output: true,
+                    }),
                     ArgSpec::Scalar(_) => unreachable!(),
                 },
-                other => Ok(ArgSpec::Buffer { shape: shape_of(other)?, init: Init::Poison, output: true }),
+                other => Ok(ArgSpec::Buffer {
+                    shape: shape_of(other)?,
+                    init: Init::Poison,
+                    output: true,
+                }),
             };
         }
         _ => return Ok(ArgSpec::Scalar(e.clone())),
     };
-    Ok(ArgSpec::Buffer { shape: shape_of(pos(0))?, init, output: false })
+    Ok(ArgSpec::Buffer {
+        shape: shape_of(pos(0))?,
+        init,
+        output: false,
+    })
 }
 
 /// A number in a spec expression.
@@ -250,13 +352,18 @@ impl Num {
 pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnostic> {
     let err = |m: &str| Diagnostic::error(e.span, m.to_string());
     Ok(match &e.kind {
-        ExprKind::Int(v) => Num::I(i64::try_from(*v).map_err(|_| err("integer too large").label("here"))?),
+        ExprKind::Int(v) => {
+            Num::I(i64::try_from(*v).map_err(|_| err("integer too large").label("here"))?)
+        }
         ExprKind::Float(f) => Num::F(*f),
         ExprKind::Bool(b) => Num::I(*b as i64),
         ExprKind::Paren(x) => eval(x, env)?,
         ExprKind::Name(n) => match n.as_str() {
             "inf" => Num::F(f64::INFINITY),
-            _ => env(n).ok_or_else(|| err(&format!("unknown size or constant `{n}`")).label("not defined in `sizes` or `consts`"))?,
+            _ => env(n).ok_or_else(|| {
+                err(&format!("unknown size or constant `{n}`"))
+                    .label("not defined in `sizes` or `consts`")
+            })?,
         },
         ExprKind::Unary(UnOp::Neg, x) => match eval(x, env)? {
             Num::I(i) => Num::I(i.wrapping_neg()),
@@ -265,15 +372,19 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
         ExprKind::Binary(op, a, b) => {
             let (x, y) = (eval(a, env)?, eval(b, env)?);
             match (x, y) {
-                (Num::I(x), Num::I(y)) => Num::I(match op {
-                    BinOp::Add => x.checked_add(y),
-                    BinOp::Sub => x.checked_sub(y),
-                    BinOp::Mul => x.checked_mul(y),
-                    BinOp::Div => x.checked_div(y),
-                    BinOp::Rem => x.checked_rem(y),
-                    _ => None,
-                }
-                .ok_or_else(|| err("overflow, division by zero or unsupported operator").label("here"))?),
+                (Num::I(x), Num::I(y)) => Num::I(
+                    match op {
+                        BinOp::Add => x.checked_add(y),
+                        BinOp::Sub => x.checked_sub(y),
+                        BinOp::Mul => x.checked_mul(y),
+                        BinOp::Div => x.checked_div(y),
+                        BinOp::Rem => x.checked_rem(y),
+                        _ => None,
+                    }
+                    .ok_or_else(|| {
+                        err("overflow, division by zero or unsupported operator").label("here")
+                    })?,
+                ),
                 _ => {
                     let (x, y) = (x.as_f64(), y.as_f64());
                     Num::F(match op {
@@ -286,9 +397,13 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
                 }
             }
         }
-        ExprKind::Call { func, args } if matches!(func.name.as_str(), "cdiv" | "min" | "max") && args.len() == 2 => {
+        ExprKind::Call { func, args }
+            if matches!(func.name.as_str(), "cdiv" | "min" | "max") && args.len() == 2 =>
+        {
             let (x, y) = (eval(&args[0].value, env)?, eval(&args[1].value, env)?);
-            let (Num::I(x), Num::I(y)) = (x, y) else { return Err(err("expects integers").label("here")) };
+            let (Num::I(x), Num::I(y)) = (x, y) else {
+                return Err(err("expects integers").label("here"));
+            };
             Num::I(match func.name.as_str() {
                 "cdiv" if y > 0 => (x + y - 1).div_euclid(y),
                 "cdiv" => return Err(err("`cdiv` by a non-positive number").label("here")),
@@ -296,6 +411,9 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
                 _ => x.max(y),
             })
         }
-        _ => return Err(err("unsupported expression in a run spec").label("use numbers, sizes, constants, + - * / %, cdiv, min, max")),
+        _ => {
+            return Err(err("unsupported expression in a run spec")
+                .label("use numbers, sizes, constants, + - * / %, cdiv, min, max"));
+        }
     })
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 
-use super::{eval, ArgSpec, Init, Num, RunSpec};
+use super::{ArgSpec, Init, Num, RunSpec, eval};
 use crate::diag::Diagnostic;
-use crate::interp::{scalar, Arg, Buffer, Scalar};
+use crate::interp::{Arg, Buffer, Scalar, scalar};
 use crate::ir::{ConstValue, DType, Elem, Kernel};
 
 /// One combination of sizes and compile-time values.
@@ -31,27 +31,43 @@ impl Case {
 /// The cases of a spec: sizes zipped (a one-value list repeats), constants crossed.
 pub fn cases(spec: &RunSpec) -> Result<Vec<Case>, Diagnostic> {
     let n = spec.sizes.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
-    if let Some((name, v)) = spec.sizes.iter().find(|(_, v)| v.len() != 1 && v.len() != n) {
-        return Err(Diagnostic::error(spec.span, format!("size `{name}` has {} values but others have {n}", v.len()))
-            .label("in this run spec")
-            .note("size lists are zipped: give each the same number of values, or one"));
+    if let Some((name, v)) = spec
+        .sizes
+        .iter()
+        .find(|(_, v)| v.len() != 1 && v.len() != n)
+    {
+        return Err(Diagnostic::error(
+            spec.span,
+            format!("size `{name}` has {} values but others have {n}", v.len()),
+        )
+        .label("in this run spec")
+        .note("size lists are zipped: give each the same number of values, or one"));
     }
     let mut const_sets: Vec<Vec<(String, ConstValue)>> = vec![vec![]];
     for (name, values) in &spec.consts {
         const_sets = const_sets
             .into_iter()
-            .flat_map(|set| values.iter().map(move |v| {
-                let mut s = set.clone();
-                s.push((name.clone(), *v));
-                s
-            }))
+            .flat_map(|set| {
+                values.iter().map(move |v| {
+                    let mut s = set.clone();
+                    s.push((name.clone(), *v));
+                    s
+                })
+            })
             .collect();
     }
     let mut out = Vec::new();
     for consts in &const_sets {
         for i in 0..n {
-            let sizes = spec.sizes.iter().map(|(name, v)| (name.clone(), if v.len() == 1 { v[0] } else { v[i] })).collect();
-            out.push(Case { sizes, consts: consts.clone() });
+            let sizes = spec
+                .sizes
+                .iter()
+                .map(|(name, v)| (name.clone(), if v.len() == 1 { v[0] } else { v[i] }))
+                .collect();
+            out.push(Case {
+                sizes,
+                consts: consts.clone(),
+            });
         }
     }
     Ok(out)
@@ -60,7 +76,11 @@ pub fn cases(spec: &RunSpec) -> Result<Vec<Case>, Diagnostic> {
 /// An argument as a reference function sees it: buffers as f64 (already rounded to their dtype).
 #[derive(Clone, Debug, PartialEq)]
 pub enum RefArg {
-    Buffer { data: Vec<f64>, shape: Vec<usize>, dtype: DType },
+    Buffer {
+        data: Vec<f64>,
+        shape: Vec<usize>,
+        dtype: DType,
+    },
     Scalar(f64),
 }
 
@@ -74,7 +94,10 @@ pub struct RefCase {
 
 impl RefCase {
     pub fn size(&self, name: &str) -> usize {
-        self.sizes.get(name).copied().unwrap_or_else(|| panic!("reference asked for unknown size `{name}`")) as usize
+        self.sizes
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| panic!("reference asked for unknown size `{name}`")) as usize
     }
 
     pub fn buffer(&self, name: &str) -> &[f64] {
@@ -139,12 +162,28 @@ pub fn poison(d: DType) -> Scalar {
 }
 
 /// Builds the launch of `kernel` (already specialised for `case.consts`) for one case.
-pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Result<Prepared, Diagnostic> {
+pub fn prepare(
+    spec: &RunSpec,
+    case: &Case,
+    kernel: &Kernel,
+    seed: u64,
+) -> Result<Prepared, Diagnostic> {
     let env = |name: &str| -> Option<Num> {
         if let Some((_, v)) = case.sizes.iter().find(|(n, _)| n == name) {
             return Some(Num::I(*v));
         }
-        match case.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v).or_else(|| kernel.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v)) {
+        match case
+            .consts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .or_else(|| {
+                kernel
+                    .consts
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| *v)
+            }) {
             Some(ConstValue::Int(i)) => Some(Num::I(i)),
             Some(ConstValue::Float(f)) => Some(Num::F(f)),
             Some(ConstValue::Bool(b)) => Some(Num::I(b as i64)),
@@ -155,38 +194,87 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
     for (i, g) in spec.grid.iter().enumerate() {
         match eval(g, &env)? {
             Num::I(v) if v >= 1 && v <= u32::MAX as i64 => grid[i] = v as u32,
-            v => return Err(Diagnostic::error(g.span, format!("grid extent {v:?} is not a positive integer")).label("in this case")),
+            v => {
+                return Err(Diagnostic::error(
+                    g.span,
+                    format!("grid extent {v:?} is not a positive integer"),
+                )
+                .label("in this case"));
+            }
         }
     }
     for (name, _, span) in &spec.args {
         if !kernel.params.iter().any(|p| &p.name == name) {
             let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
-            return Err(Diagnostic::error(*span, format!("`{}` has no parameter `{name}`", kernel.name)).label("unknown argument").note(format!("its parameters are: {}", names.join(", "))));
+            return Err(Diagnostic::error(
+                *span,
+                format!("`{}` has no parameter `{name}`", kernel.name),
+            )
+            .label("unknown argument")
+            .note(format!("its parameters are: {}", names.join(", "))));
         }
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut p = Prepared { grid, args: vec![], buffers: vec![], outputs: vec![], reference_input: RefCase::default() };
+    let mut p = Prepared {
+        grid,
+        args: vec![],
+        buffers: vec![],
+        outputs: vec![],
+        reference_input: RefCase::default(),
+    };
     p.reference_input.sizes = case.sizes.iter().cloned().collect();
     p.reference_input.consts = kernel.consts.iter().cloned().collect();
     for param in &kernel.params {
         let Some((_, spec_arg, span)) = spec.args.iter().find(|(n, ..)| n == &param.name) else {
-            return Err(Diagnostic::error(spec.span, format!("the run spec gives no argument `{}`", param.name)).label("in this run spec").help(format!("add `{}: ...` to `args(..)`", param.name)));
+            return Err(Diagnostic::error(
+                spec.span,
+                format!("the run spec gives no argument `{}`", param.name),
+            )
+            .label("in this run spec")
+            .help(format!("add `{}: ...` to `args(..)`", param.name)));
         };
         match (param.elem, spec_arg) {
-            (Elem::Ptr { pointee, .. }, ArgSpec::Buffer { shape, init, output }) => {
+            (
+                Elem::Ptr { pointee, .. },
+                ArgSpec::Buffer {
+                    shape,
+                    init,
+                    output,
+                },
+            ) => {
                 let mut dims = Vec::new();
                 for s in shape {
                     match eval(s, &env)? {
                         Num::I(v) if v >= 0 => dims.push(v as usize),
-                        v => return Err(Diagnostic::error(s.span, format!("buffer dimension {v:?} is not a non-negative integer")).label("here")),
+                        v => {
+                            return Err(Diagnostic::error(
+                                s.span,
+                                format!("buffer dimension {v:?} is not a non-negative integer"),
+                            )
+                            .label("here"));
+                        }
                     }
                 }
-                let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|n| *n <= 1 << 28).ok_or_else(|| {
-                    Diagnostic::error(*span, "buffer too large for verification").label("more than 2^28 elements")
-                })?;
-                let data: Vec<Scalar> = (0..n).map(|i| generate(init, pointee, i, &mut rng)).collect();
+                let n = dims
+                    .iter()
+                    .try_fold(1usize, |a, &d| a.checked_mul(d))
+                    .filter(|n| *n <= 1 << 28)
+                    .ok_or_else(|| {
+                        Diagnostic::error(*span, "buffer too large for verification")
+                            .label("more than 2^28 elements")
+                    })?;
+                let data: Vec<Scalar> = (0..n)
+                    .map(|i| generate(init, pointee, i, &mut rng))
+                    .collect();
                 let buf = Buffer::new(param.name.clone(), pointee, data);
-                p.reference_input.args.insert(param.name.clone(), RefArg::Buffer { data: buf.to_f64(), shape: dims, dtype: pointee });
+                p.reference_input.args.insert(
+                    param.name.clone(),
+                    RefArg::Buffer {
+                        data: buf.to_f64(),
+                        shape: dims,
+                        dtype: pointee,
+                    },
+                );
                 if *output {
                     p.outputs.push((param.name.clone(), p.buffers.len()));
                 }
@@ -199,16 +287,33 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
                     (Num::I(i), d) if d.is_int() => Scalar::I(scalar::wrap(d, i)),
                     (Num::I(i), DType::Bool) => Scalar::B(i != 0),
                     (v, d) if d.is_float() => Scalar::F(scalar::round_float(d, v.as_f64())),
-                    _ => return Err(Diagnostic::error(e.span, format!("`{}` is {d}; this value is not", param.name)).label("mismatched argument")),
+                    _ => {
+                        return Err(Diagnostic::error(
+                            e.span,
+                            format!("`{}` is {d}; this value is not", param.name),
+                        )
+                        .label("mismatched argument"));
+                    }
                 };
-                p.reference_input.args.insert(param.name.clone(), RefArg::Scalar(s.as_f64(d)));
+                p.reference_input
+                    .args
+                    .insert(param.name.clone(), RefArg::Scalar(s.as_f64(d)));
                 p.args.push(Arg::Scalar(s));
             }
             (Elem::Ptr { .. }, ArgSpec::Scalar(e)) => {
-                return Err(Diagnostic::error(e.span, format!("`{}` is a pointer; give it a buffer", param.name)).label("not a buffer").help("e.g. `randn([n])`, `zeros([n])`, `output([n])`"));
+                return Err(Diagnostic::error(
+                    e.span,
+                    format!("`{}` is a pointer; give it a buffer", param.name),
+                )
+                .label("not a buffer")
+                .help("e.g. `randn([n])`, `zeros([n])`, `output([n])`"));
             }
             (Elem::Scalar(d), ArgSpec::Buffer { .. }) => {
-                return Err(Diagnostic::error(*span, format!("`{}` is a scalar {d}, not a buffer", param.name)).label("a buffer"));
+                return Err(Diagnostic::error(
+                    *span,
+                    format!("`{}` is a scalar {d}, not a buffer", param.name),
+                )
+                .label("a buffer"));
             }
         }
     }
@@ -262,8 +367,24 @@ impl Comparison {
 }
 
 /// Compares `got` with `want`: `|got - want| <= atol + rtol * |want|`; NaN never passes.
-pub fn compare(name: &str, dtype: DType, got: &[f64], want: &[f64], (rtol, atol): (f64, f64)) -> Comparison {
-    let mut c = Comparison { name: name.into(), dtype, len: got.len(), max_abs: 0.0, max_rel: 0.0, mismatches: 0, first_bad: None, rtol, atol };
+pub fn compare(
+    name: &str,
+    dtype: DType,
+    got: &[f64],
+    want: &[f64],
+    (rtol, atol): (f64, f64),
+) -> Comparison {
+    let mut c = Comparison {
+        name: name.into(),
+        dtype,
+        len: got.len(),
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatches: 0,
+        first_bad: None,
+        rtol,
+        atol,
+    };
     if got.len() != want.len() {
         c.mismatches = got.len().max(want.len());
         c.first_bad = Some((got.len().min(want.len()), f64::NAN, f64::NAN));

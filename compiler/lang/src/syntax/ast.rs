@@ -66,7 +66,11 @@ pub struct Param {
 #[derive(Clone, Debug, PartialEq)]
 pub enum TypeExpr {
     Named(Ident),
-    Ptr { mutable: bool, pointee: Box<TypeExpr>, span: Span },
+    Ptr {
+        mutable: bool,
+        pointee: Box<TypeExpr>,
+        span: Span,
+    },
 }
 
 impl TypeExpr {
@@ -94,10 +98,24 @@ pub struct Block {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
-    Let { pattern: Pattern, ty: Option<TypeExpr>, value: Expr, span: Span },
-    Assign { target: Ident, op: Option<BinOp>, value: Expr, span: Span },
+    Let {
+        pattern: Pattern,
+        ty: Option<TypeExpr>,
+        value: Expr,
+        span: Span,
+    },
+    Assign {
+        target: Ident,
+        op: Option<BinOp>,
+        value: Expr,
+        span: Span,
+    },
     For(ForLoop),
-    Expr { expr: Expr, semi: bool, span: Span },
+    Expr {
+        expr: Expr,
+        semi: bool,
+        span: Span,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -143,13 +161,27 @@ pub enum ExprKind {
     Name(String),
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
-    Call { func: Ident, args: Vec<Arg> },
-    Method { recv: Box<Expr>, name: Ident, args: Vec<Arg> },
-    Index { base: Box<Expr>, items: Vec<IndexItem> },
+    Call {
+        func: Ident,
+        args: Vec<Arg>,
+    },
+    Method {
+        recv: Box<Expr>,
+        name: Ident,
+        args: Vec<Arg>,
+    },
+    Index {
+        base: Box<Expr>,
+        items: Vec<IndexItem>,
+    },
     Paren(Box<Expr>),
     Tuple(Vec<Expr>),
     List(Vec<Expr>),
-    If { cond: Box<Expr>, then: Block, els: Option<Box<Expr>> },
+    If {
+        cond: Box<Expr>,
+        then: Block,
+        els: Option<Box<Expr>>,
+    },
     /// The block of an `else { .. }` branch.
     Block(Block),
 }

@@ -4,4 +4,4 @@ pub mod ast;
 mod parse;
 mod print;
 
-pub use parse::{parse, MAX_NESTING, MAX_OPERATORS, MAX_SOURCE_BYTES};
+pub use parse::{MAX_NESTING, MAX_OPERATORS, MAX_SOURCE_BYTES, parse};

@@ -29,15 +29,25 @@ const CALL_LIMIT: usize = 20_000_000;
 /// Parses a whole `.tile` file.
 pub fn parse(source: &str) -> Result<File, Vec<Diagnostic>> {
     static LIMIT: Once = Once::new();
-    LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
+    LIMIT.call_once(|| {
+        pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT));
+        // Records the literal tokens tried at the furthest position (`)`, `,`, `"`), which the
+        // rule-based error position misses; `syntax_error` uses them.
+        pest::set_error_detail(true);
+    });
 
     if source.len() > MAX_SOURCE_BYTES {
-        return Err(vec![Diagnostic::error(Span::new(0, 0), format!(
-            "source is {} bytes; the limit is {MAX_SOURCE_BYTES}", source.len()
-        ))]);
+        return Err(vec![Diagnostic::error(
+            Span::new(0, 0),
+            format!(
+                "source is {} bytes; the limit is {MAX_SOURCE_BYTES}",
+                source.len()
+            ),
+        )]);
     }
     check_nesting(source)?;
-    let mut pairs = TileParser::parse(Rule::file, source).map_err(|e| vec![syntax_error(source, e)])?;
+    let mut pairs =
+        TileParser::parse(Rule::file, source).map_err(|e| vec![syntax_error(source, e)])?;
     let file = pairs.next().expect("the file rule always yields one pair");
     let mut b = Builder;
     let mut items = Vec::new();
@@ -98,6 +108,10 @@ fn check_nesting(source: &str) -> Result<(), Vec<Diagnostic>> {
                     let inner = ops.pop().unwrap_or(0);
                     *ops.last_mut().unwrap() += inner;
                 }
+                // An item ends with its `}`: the next item starts a new count.
+                if bytes[i] == b'}' && ops.len() == 1 {
+                    ops[0] = 0;
+                }
             }
             b';' => *ops.last_mut().unwrap() = 0,
             b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'<' | b'>' | b'!' | b'.' => {
@@ -105,7 +119,9 @@ fn check_nesting(source: &str) -> Result<(), Vec<Diagnostic>> {
                 if ops.iter().sum::<usize>() > MAX_OPERATORS {
                     return Err(vec![
                         Diagnostic::error(Span::new(i, i + 1), "statement too long")
-                            .label(format!("more than {MAX_OPERATORS} operators in one statement"))
+                            .label(format!(
+                                "more than {MAX_OPERATORS} operators in one statement"
+                            ))
                             .help("split the expression with `let` bindings"),
                     ]);
                 }
@@ -126,24 +142,178 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> Diagnostic {
     let found = token_at(source, pos);
     let end = pos + found.len().max(if pos < source.len() { 1 } else { 0 });
     let span = Span::new(pos, end.min(source.len()));
+    let brackets = scan_brackets(source, pos);
+    let line_of = |at: usize| source[..at.min(source.len())].matches('\n').count() + 1;
+    // A `/*` that is never closed swallows the rest of the file; pest stops at the `/*`.
+    if let Some(c) = brackets.open_comment
+        && c >= pos
+        && source[pos..c].trim().is_empty()
+    {
+        return Diagnostic::error(Span::new(c, c + 2), "unterminated block comment")
+            .label("this comment is never closed")
+            .help("close it with `*/`");
+    }
+    // A string that never ends on its line.
+    if source[pos..].starts_with('"') && !string_closed(&source[pos..]) {
+        let end = source[pos..].find('\n').map_or(source.len(), |i| pos + i);
+        return Diagnostic::error(Span::new(pos, end), "unterminated string")
+            .label("this string has no closing `\"`")
+            .help("strings end on the line they start");
+    }
+    // Only punctuation could follow further on than the rules reached (`f(x: *f32 {`):
+    // report there, naming that punctuation.
+    if let Some(att) = e.parse_attempts()
+        && att.max_position > pos
+        && att.max_position <= source.len()
+    {
+        let mut toks: Vec<String> = att
+            .expected_tokens()
+            .iter()
+            .map(|t| t.to_string())
+            .filter(|t| !matches!(t.as_str(), " " | "\t" | "\n" | "\r" | "//" | "/*"))
+            .collect();
+        toks.dedup();
+        if !toks.is_empty()
+            && toks
+                .iter()
+                .all(|t| !t.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+            && toks.len() <= 4
+        {
+            let at = att.max_position;
+            let f = token_at(source, at);
+            let span = Span::new(at, (at + f.len().max(1)).min(source.len()));
+            let names: Vec<String> = toks.iter().map(|t| format!("`{t}`")).collect();
+            let expected = match names.len() {
+                1 => names[0].clone(),
+                n => format!("{} or {}", names[..n - 1].join(", "), names[n - 1]),
+            };
+            let what = if f.is_empty() {
+                "end of file".to_string()
+            } else {
+                format!("`{f}`")
+            };
+            return Diagnostic::error(span, format!("expected {expected}, found {what}"))
+                .label(format!("expected {expected}"));
+        }
+    }
     match e.variant {
-        ErrorVariant::ParsingError { positives, negatives: _ } => {
+        ErrorVariant::ParsingError {
+            positives,
+            negatives: _,
+        } => {
             let mut names: Vec<&str> = positives.iter().filter_map(|r| rule_name(*r)).collect();
             names.sort();
             names.dedup();
+            // What closes the innermost open bracket is also valid where an expression could end.
+            let inner = brackets.open.last().map(|(c, _)| *c);
+            let line_start = source[..pos].rfind('\n').map_or(0, |i| i + 1);
+            let in_for_header = source[line_start..pos].trim_start().starts_with("for ")
+                && !source[line_start..pos].contains("..");
+            if names.contains(&"an operator") {
+                names.retain(|n| *n != "`.` or `[`");
+                if in_for_header {
+                    names = vec!["`..`"];
+                } else if !names.contains(&"`{`") {
+                    let more: &[&str] = match inner {
+                        Some(b'(') => &["`,`", "`)`"],
+                        Some(b'[') => &["`,`", "`]`"],
+                        _ => &["`;`"],
+                    };
+                    names.splice(0..0, more.iter().copied());
+                }
+            }
+            if names.contains(&"a statement") && inner == Some(b'{') {
+                names = vec!["a statement", "`}`"];
+            }
             let expected = match names.len() {
                 0 => "valid syntax".to_string(),
                 1 => names[0].to_string(),
                 n => format!("{} or {}", names[..n - 1].join(", "), names[n - 1]),
             };
-            let what = if found.is_empty() { "end of file".to_string() } else { format!("`{found}`") };
+            let what = if found.is_empty() {
+                "end of file".to_string()
+            } else {
+                format!("`{found}`")
+            };
+            // End of file inside brackets: name the bracket that is still open.
+            if found.is_empty()
+                && let Some(&(open, at)) = brackets.open.last()
+            {
+                let close = match open {
+                    b'(' => ')',
+                    b'[' => ']',
+                    _ => '}',
+                };
+                let open = open as char;
+                let mut d =
+                    Diagnostic::error(span, format!("expected `{close}`, found end of file"))
+                        .label(format!("expected `{close}`"))
+                        .with(
+                            Span::new(at, at + 1),
+                            format!("this `{open}` is never closed"),
+                        );
+                if let Some((c, o)) = brackets.misindented {
+                    d = d.with(Span::new(c, c + 1), format!("this `{close}` closes the `{open}` on line {}; is a `{close}` missing before it?", line_of(o)));
+                }
+                return d;
+            }
+            if !found.is_empty()
+                && !found.starts_with(|c: char| {
+                    c.is_alphanumeric()
+                        || c.is_whitespace()
+                        || "_+-*/%&|^<>=!.,;:()[]{}#\"".contains(c)
+                })
+            {
+                return Diagnostic::error(span, format!("unexpected character `{found}`"))
+                    .label(format!("expected {expected}"))
+                    .note(format!("`{found}` is not part of the language"));
+            }
             let mut d = Diagnostic::error(span, format!("expected {expected}, found {what}"))
                 .label(format!("expected {expected}"));
-            if found == "=" && names.iter().any(|n| n.contains("operator")) {
+            let before = source[..pos].trim_end();
+            let prev_word = &before[before
+                .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_')
+                .len()..];
+            if found == "="
+                && inner == Some(b'(')
+                && !prev_word.is_empty()
+                && names.iter().any(|n| n.contains("operator"))
+            {
+                d = d.help(format!("named arguments are written with `:`, as in `{prev_word}: value`; `==` compares"));
+            } else if found == "=" && names.iter().any(|n| n.contains("operator")) {
                 d = d.help("`==` compares; `=` only appears in `let` and assignments");
             }
-            if source[..pos].trim_end().ends_with(')') && found.starts_with(|c: char| c.is_alphabetic()) {
-                d = d.help("is a `;` missing at the end of the previous statement?");
+            if in_for_header {
+                d = d.help("a loop runs over a range: `for i in 0..n`, or with a step `for i in (0..n).step_by(s)`");
+            }
+            if found == "." {
+                d = d.help(if prev_word == "tl" {
+                    "there is no `tl` module: built-ins and dtypes are used directly, as in `arange(..)` and `f16`"
+                } else {
+                    "after `.` comes a method call, as in `x.to(f16)`"
+                });
+            }
+            if names == ["`:` or `None`"] {
+                d = d.note("tiles cannot be indexed by position: an index keeps an axis with `:` or adds one with `None`, as in `x[:, None]`")
+                    .help("to read one element, load it on its own: `load(ptr + i)`");
+            }
+            if names == ["`{`"] && found == ";" {
+                d = d.help("a kernel or function needs a body in braces: `{ ... }`");
+            }
+            let prev_end = source[..pos].trim_end().len();
+            if names.first() == Some(&"`;`") && prev_end > 0 && line_of(prev_end) < line_of(pos) {
+                d = d.help(format!(
+                    "is a `;` missing at the end of line {}?",
+                    line_of(prev_end)
+                ));
+            } else if matches!(found, "kernel" | "fn" | "run") && inner == Some(b'{') {
+                let (_, at) = *brackets.open.last().unwrap();
+                d = d
+                    .with(
+                        Span::new(at, at + 1),
+                        format!("the `{{` on line {} is still open here", line_of(at)),
+                    )
+                    .help("is a `}` missing before this item?");
             }
             d
         }
@@ -153,14 +323,106 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> Diagnostic {
     }
 }
 
+/// Brackets still open at a position, for syntax errors.
+struct Brackets {
+    /// Unclosed brackets before the position, outermost first: the bracket and its offset.
+    open: Vec<(u8, usize)>,
+    /// The last closing brace that is first on its line but indented unlike the line of the
+    /// brace it closes: (its offset, the opener's offset). Often the brace meant for another block.
+    misindented: Option<(usize, usize)>,
+    /// The offset of a `/*` never closed, if any (anywhere in the file).
+    open_comment: Option<usize>,
+}
+
+/// Scans `source` for brackets open at `pos`, skipping comments and strings.
+fn scan_brackets(source: &str, pos: usize) -> Brackets {
+    let bytes = source.as_bytes();
+    let indent = |at: usize| {
+        let start = source[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line = &source[start..];
+        line.len() - line.trim_start_matches([' ', '\t']).len()
+    };
+    let first_on_line = |at: usize| {
+        source[..at]
+            .rsplit('\n')
+            .next()
+            .is_some_and(|l| l.trim().is_empty())
+    };
+    let mut out = Brackets {
+        open: Vec::new(),
+        misindented: None,
+        open_comment: None,
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => match source[i + 2..].find("*/") {
+                Some(k) => i += 2 + k + 1,
+                None => {
+                    out.open_comment = Some(i);
+                    break;
+                }
+            },
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            c @ (b'(' | b'[' | b'{') if i < pos => out.open.push((c, i)),
+            b')' | b']' | b'}' if i < pos => {
+                if let Some((o, at)) = out.open.pop()
+                    && o == b'{'
+                    && bytes[i] == b'}'
+                    && first_on_line(i)
+                    && indent(i) != indent(at)
+                {
+                    out.misindented = Some((i, at));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether a string literal starting at the front of `s` ends on its line.
+fn string_closed(s: &str) -> bool {
+    let mut chars = s.chars().skip(1);
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return true,
+            '\n' => return false,
+            '\\' => {
+                chars.next();
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// The token starting at `pos`, for "found `...`" in messages.
 fn token_at(source: &str, pos: usize) -> &str {
-    let Some(rest) = source.get(pos..) else { return "" };
+    let Some(rest) = source.get(pos..) else {
+        return "";
+    };
     let mut chars = rest.char_indices();
     match chars.next() {
         None => "",
         Some((_, c)) if c.is_alphanumeric() || c == '_' => {
-            let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
             &rest[..end]
         }
         Some((_, c)) => &rest[..c.len_utf8()],
@@ -189,9 +451,24 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::pattern | Rule::binding | Rule::tuple_pat | Rule::wildcard => "a pattern",
         Rule::assign_op => "an assignment operator",
         Rule::range | Rule::plain_range | Rule::stepped_range => "a range `a..b`",
-        Rule::lor | Rule::land | Rule::shl | Rule::shr | Rule::le | Rule::ge | Rule::eq
-        | Rule::ne | Rule::lt | Rule::gt | Rule::bor | Rule::bxor | Rule::band | Rule::add
-        | Rule::sub | Rule::mul | Rule::div | Rule::rem => "an operator",
+        Rule::lor
+        | Rule::land
+        | Rule::shl
+        | Rule::shr
+        | Rule::le
+        | Rule::ge
+        | Rule::eq
+        | Rule::ne
+        | Rule::lt
+        | Rule::gt
+        | Rule::bor
+        | Rule::bxor
+        | Rule::band
+        | Rule::add
+        | Rule::sub
+        | Rule::mul
+        | Rule::div
+        | Rule::rem => "an operator",
         Rule::method | Rule::index => "`.` or `[`",
         Rule::index_item | Rule::full_slice | Rule::kw_none => "`:` or `None`",
         Rule::args | Rule::arg => "an argument",
@@ -226,7 +503,18 @@ fn pratt() -> PrattParser<Rule> {
 
 /// Keyword tokens carry no information once the rule that holds them has matched.
 fn is_keyword(r: Rule) -> bool {
-    matches!(r, Rule::kw_kernel | Rule::kw_fn | Rule::kw_let | Rule::kw_for | Rule::kw_in | Rule::kw_if | Rule::kw_else | Rule::kw_const | Rule::kw_run)
+    matches!(
+        r,
+        Rule::kw_kernel
+            | Rule::kw_fn
+            | Rule::kw_let
+            | Rule::kw_for
+            | Rule::kw_in
+            | Rule::kw_if
+            | Rule::kw_else
+            | Rule::kw_const
+            | Rule::kw_run
+    )
 }
 
 /// The children of a pair, keywords left out.
@@ -245,7 +533,10 @@ struct Builder;
 
 impl Builder {
     fn ident(&self, p: Pair<Rule>) -> Ident {
-        Ident { name: p.as_str().to_string(), span: span_of(&p) }
+        Ident {
+            name: p.as_str().to_string(),
+            span: span_of(&p),
+        }
     }
 
     fn attribute(&mut self, p: Pair<Rule>) -> Attribute {
@@ -275,7 +566,15 @@ impl Builder {
                 _ => {}
             }
         }
-        FnDef { attrs, name: name.unwrap(), consts, params, ret, body: body.unwrap(), span }
+        FnDef {
+            attrs,
+            name: name.unwrap(),
+            consts,
+            params,
+            ret,
+            body: body.unwrap(),
+            span,
+        }
     }
 
     fn const_param(&mut self, p: Pair<Rule>) -> ConstParam {
@@ -290,7 +589,12 @@ impl Builder {
             }
             Some(v) => ConstValueSpec::Choices(kids(v).map(|e| self.expr(e)).collect()),
         };
-        ConstParam { name, ty, value, span }
+        ConstParam {
+            name,
+            ty,
+            value,
+            span,
+        }
     }
 
     fn param(&mut self, p: Pair<Rule>) -> Param {
@@ -315,7 +619,11 @@ impl Builder {
                         _ => pointee = Some(self.type_expr(c)),
                     }
                 }
-                TypeExpr::Ptr { mutable, pointee: Box::new(pointee.unwrap()), span }
+                TypeExpr::Ptr {
+                    mutable,
+                    pointee: Box::new(pointee.unwrap()),
+                    span,
+                }
             }
         }
     }
@@ -363,7 +671,12 @@ impl Builder {
                         _ => value = Some(self.expr(c)),
                     }
                 }
-                Stmt::Let { pattern: pattern.unwrap(), ty, value: value.unwrap(), span }
+                Stmt::Let {
+                    pattern: pattern.unwrap(),
+                    ty,
+                    value: value.unwrap(),
+                    span,
+                }
             }
             Rule::assign_stmt => {
                 let mut it = kids(p);
@@ -379,10 +692,16 @@ impl Builder {
                     "|=" => Some(BinOp::BitOr),
                     "^=" => Some(BinOp::BitXor),
                     "<<=" => Some(BinOp::Shl),
-                    _ => Some(BinOp::Shr),
+                    ">>=" => Some(BinOp::Shr),
+                    other => unreachable!("assign_op matched `{other}`"),
                 };
                 let value = self.expr(it.next().unwrap());
-                Stmt::Assign { target, op, value, span }
+                Stmt::Assign {
+                    target,
+                    op,
+                    value,
+                    span,
+                }
             }
             Rule::for_stmt => {
                 let mut attrs = Vec::new();
@@ -402,7 +721,15 @@ impl Builder {
                 let start = e.next().unwrap();
                 let end = e.next().unwrap();
                 let step = e.next();
-                Stmt::For(ForLoop { attrs, var: var.unwrap(), start, end, step, body: body.unwrap(), span })
+                Stmt::For(ForLoop {
+                    attrs,
+                    var: var.unwrap(),
+                    start,
+                    end,
+                    step,
+                    body: body.unwrap(),
+                    span,
+                })
             }
             Rule::if_stmt => {
                 let semi = p.as_str().trim_end().ends_with(';');
@@ -411,7 +738,11 @@ impl Builder {
             }
             _ => {
                 let expr = self.expr(kids(p).next().unwrap());
-                Stmt::Expr { expr, semi: true, span }
+                Stmt::Expr {
+                    expr,
+                    semi: true,
+                    span,
+                }
             }
         }
     }
@@ -420,9 +751,10 @@ impl Builder {
         let inner = kids(p).next().unwrap();
         let span = span_of(&inner);
         match inner.as_rule() {
-            Rule::tuple_pat => {
-                Pattern::Tuple { items: kids(inner).map(|c| self.pattern(c)).collect(), span }
-            }
+            Rule::tuple_pat => Pattern::Tuple {
+                items: kids(inner).map(|c| self.pattern(c)).collect(),
+                span,
+            },
             Rule::wildcard => Pattern::Wildcard(span),
             _ => {
                 let mut mutable = false;
@@ -433,7 +765,10 @@ impl Builder {
                         _ => name = Some(self.ident(c)),
                     }
                 }
-                Pattern::Bind { name: name.unwrap(), mutable }
+                Pattern::Bind {
+                    name: name.unwrap(),
+                    mutable,
+                }
             }
         }
     }
@@ -448,11 +783,17 @@ impl Builder {
                 Rule::if_expr => self.if_expr(e),
                 _ => {
                     let b = self.block(e);
-                    Expr { span: b.span, kind: ExprKind::Block(b) }
+                    Expr {
+                        span: b.span,
+                        kind: ExprKind::Block(b),
+                    }
                 }
             })
         });
-        Expr { kind: ExprKind::If { cond, then, els }, span }
+        Expr {
+            kind: ExprKind::If { cond, then, els },
+            span,
+        }
     }
 
     fn args(&mut self, p: Pair<Rule>) -> Vec<Arg> {
@@ -461,8 +802,14 @@ impl Builder {
                 let mut it = kids(a);
                 let first = it.next().unwrap();
                 match it.next() {
-                    Some(v) => Arg { name: Some(self.ident(first)), value: self.expr(v) },
-                    None => Arg { name: None, value: self.expr(first) },
+                    Some(v) => Arg {
+                        name: Some(self.ident(first)),
+                        value: self.expr(v),
+                    },
+                    None => Arg {
+                        name: None,
+                        value: self.expr(first),
+                    },
                 }
             })
             .collect()
@@ -480,8 +827,15 @@ impl Builder {
             .map_primary(|p| this.borrow_mut().primary(p))
             .map_prefix(|op, rhs| {
                 let span = span_of(&op).to(rhs.span);
-                let u = if op.as_rule() == Rule::neg { UnOp::Neg } else { UnOp::Not };
-                Expr { kind: ExprKind::Unary(u, Box::new(rhs)), span }
+                let u = if op.as_rule() == Rule::neg {
+                    UnOp::Neg
+                } else {
+                    UnOp::Not
+                };
+                Expr {
+                    kind: ExprKind::Unary(u, Box::new(rhs)),
+                    span,
+                }
             })
             .map_postfix(|lhs, op| {
                 let span = lhs.span.to(span_of(&op));
@@ -491,7 +845,14 @@ impl Builder {
                         let mut b = this.borrow_mut();
                         let name = b.ident(it.next().unwrap());
                         let args = b.args(it.next().unwrap());
-                        Expr { kind: ExprKind::Method { recv: Box::new(lhs), name, args }, span }
+                        Expr {
+                            kind: ExprKind::Method {
+                                recv: Box::new(lhs),
+                                name,
+                                args,
+                            },
+                            span,
+                        }
                     }
                     _ => {
                         let items = kids(op)
@@ -504,7 +865,13 @@ impl Builder {
                                 }
                             })
                             .collect();
-                        Expr { kind: ExprKind::Index { base: Box::new(lhs), items }, span }
+                        Expr {
+                            kind: ExprKind::Index {
+                                base: Box::new(lhs),
+                                items,
+                            },
+                            span,
+                        }
                     }
                 }
             })
@@ -530,7 +897,10 @@ impl Builder {
                     Rule::div => BinOp::Div,
                     _ => BinOp::Rem,
                 };
-                Expr { kind: ExprKind::Binary(b, Box::new(lhs), Box::new(rhs)), span }
+                Expr {
+                    kind: ExprKind::Binary(b, Box::new(lhs), Box::new(rhs)),
+                    span,
+                }
             })
             .parse(pairs)
     }

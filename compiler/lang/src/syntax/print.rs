@@ -76,8 +76,16 @@ impl Display for TypeExpr {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             TypeExpr::Named(n) => f.write_str(&n.name),
-            TypeExpr::Ptr { mutable: true, pointee, .. } => write!(f, "*mut {pointee}"),
-            TypeExpr::Ptr { mutable: false, pointee, .. } => write!(f, "*{pointee}"),
+            TypeExpr::Ptr {
+                mutable: true,
+                pointee,
+                ..
+            } => write!(f, "*mut {pointee}"),
+            TypeExpr::Ptr {
+                mutable: false,
+                pointee,
+                ..
+            } => write!(f, "*{pointee}"),
         }
     }
 }
@@ -87,16 +95,25 @@ fn block(f: &mut Formatter<'_>, b: &Block, indent: usize) -> fmt::Result {
     let pad = "    ".repeat(indent + 1);
     for s in &b.stmts {
         match s {
-            Stmt::Let { pattern, ty, value, .. } => {
+            Stmt::Let {
+                pattern, ty, value, ..
+            } => {
                 write!(f, "{pad}let {}", pat(pattern))?;
                 if let Some(t) = ty {
                     write!(f, ": {t}")?;
                 }
                 writeln!(f, " = {};", Indented(value, indent + 1))?;
             }
-            Stmt::Assign { target, op, value, .. } => {
+            Stmt::Assign {
+                target, op, value, ..
+            } => {
                 let o = op.map_or(String::new(), |o| o.symbol().to_string());
-                writeln!(f, "{pad}{} {o}= {};", target.name, Indented(value, indent + 1))?;
+                writeln!(
+                    f,
+                    "{pad}{} {o}= {};",
+                    target.name,
+                    Indented(value, indent + 1)
+                )?;
             }
             Stmt::For(l) => {
                 attrs(f, &l.attrs, indent + 1)?;
@@ -109,7 +126,12 @@ fn block(f: &mut Formatter<'_>, b: &Block, indent: usize) -> fmt::Result {
                 f.write_str("\n")?;
             }
             Stmt::Expr { expr, semi, .. } => {
-                writeln!(f, "{pad}{}{}", Indented(expr, indent + 1), if *semi { ";" } else { "" })?;
+                writeln!(
+                    f,
+                    "{pad}{}{}",
+                    Indented(expr, indent + 1),
+                    if *semi { ";" } else { "" }
+                )?;
             }
         }
     }
@@ -121,15 +143,26 @@ fn block(f: &mut Formatter<'_>, b: &Block, indent: usize) -> fmt::Result {
 
 fn pat(p: &Pattern) -> String {
     match p {
-        Pattern::Bind { name, mutable: true } => format!("mut {}", name.name),
-        Pattern::Bind { name, mutable: false } => name.name.clone(),
-        Pattern::Tuple { items, .. } => format!("({})", items.iter().map(pat).collect::<Vec<_>>().join(", ")),
+        Pattern::Bind {
+            name,
+            mutable: true,
+        } => format!("mut {}", name.name),
+        Pattern::Bind {
+            name,
+            mutable: false,
+        } => name.name.clone(),
+        Pattern::Tuple { items, .. } => {
+            format!("({})", items.iter().map(pat).collect::<Vec<_>>().join(", "))
+        }
         Pattern::Wildcard(_) => "_".into(),
     }
 }
 
 fn list(es: &[Expr]) -> String {
-    es.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+    es.iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn args(a: &[Arg]) -> String {
@@ -196,13 +229,26 @@ fn expr(f: &mut Formatter<'_>, e: &Expr, indent: usize) -> fmt::Result {
             atom(f, b, indent)
         }
         ExprKind::Call { func, args: a } => write!(f, "{}({})", func.name, args(a)),
-        ExprKind::Method { recv, name, args: a } => {
+        ExprKind::Method {
+            recv,
+            name,
+            args: a,
+        } => {
             atom(f, recv, indent)?;
             write!(f, ".{}({})", name.name, args(a))
         }
         ExprKind::Index { base, items } => {
             atom(f, base, indent)?;
-            let its: Vec<&str> = items.iter().map(|i| if matches!(i, IndexItem::Full(_)) { ":" } else { "None" }).collect();
+            let its: Vec<&str> = items
+                .iter()
+                .map(|i| {
+                    if matches!(i, IndexItem::Full(_)) {
+                        ":"
+                    } else {
+                        "None"
+                    }
+                })
+                .collect();
             write!(f, "[{}]", its.join(", "))
         }
         ExprKind::Paren(x) => {
@@ -236,7 +282,9 @@ fn atom(f: &mut Formatter<'_>, e: &Expr, indent: usize) -> fmt::Result {
             write!(s, "{}", Indented(e, indent))?;
             write!(f, "({s})")
         }
-        ExprKind::Int(_) | ExprKind::Float(_) if matches!(e.kind, ExprKind::Float(v) if v < 0.0) => write!(f, "({e})"),
+        ExprKind::Int(_) | ExprKind::Float(_) if matches!(e.kind, ExprKind::Float(v) if v < 0.0) => {
+            write!(f, "({e})")
+        }
         _ => expr(f, e, indent),
     }
 }

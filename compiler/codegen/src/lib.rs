@@ -1,0 +1,211 @@
+//! Tile IR to PTX through LLVM's NVPTX back end. The only crate that uses inkwell.
+//!
+//! ```text
+//! let compiled = tile_codegen::compile(&kernel, &CompileOptions::new(target("sm_90a")?))?;
+//! compiled.ptx            // PTX text for the driver or ptxas
+//! ```
+//!
+//! This first lowering is built for correctness on every op: each tile has one blocked layout
+//! per shape (see `layout.rs`), elementwise ops stay in registers, full reductions to a scalar go
+//! through warp shuffles and shared memory, and every other data movement (broadcasts of tiles,
+//! axis reductions, scans, `dot`, transposes) goes through shared memory. Tensor cores,
+//! vectorised accesses and layout propagation arrive with the performance work.
+
+mod layout;
+mod lower;
+pub mod ptxas;
+
+use inkwell::OptimizationLevel;
+use inkwell::context::Context;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetTriple,
+};
+use tile_lang::ir::{Kernel, Loc};
+
+/// A GPU target: its name for LLVM and ptxas, and its limits (data, never literals in codegen).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// `sm_80`, `sm_89`, `sm_90`, `sm_90a`.
+    pub sm: &'static str,
+    /// The PTX ISA LLVM emits, as an LLVM feature (`+ptx80`).
+    pub ptx_feature: &'static str,
+    pub max_threads_per_block: u32,
+    pub max_regs_per_thread: u32,
+    /// Dynamic shared memory a block may use after opting in.
+    pub max_smem_per_block: u32,
+    pub warp_size: u32,
+}
+
+pub const TARGETS: &[Target] = &[
+    Target {
+        sm: "sm_80",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 163 * 1024,
+        warp_size: 32,
+    },
+    Target {
+        sm: "sm_89",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 99 * 1024,
+        warp_size: 32,
+    },
+    Target {
+        sm: "sm_90",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 227 * 1024,
+        warp_size: 32,
+    },
+    Target {
+        sm: "sm_90a",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 227 * 1024,
+        warp_size: 32,
+    },
+];
+
+/// The target named `sm` (`90a`, `sm_90a`, `80`, ...).
+pub fn target(sm: &str) -> Result<Target, CodegenError> {
+    let name = if sm.starts_with("sm_") {
+        sm.to_string()
+    } else {
+        format!("sm_{sm}")
+    };
+    TARGETS
+        .iter()
+        .find(|t| t.sm == name)
+        .cloned()
+        .ok_or_else(|| CodegenError::UnknownTarget {
+            name: sm.to_string(),
+            known: TARGETS.iter().map(|t| t.sm).collect::<Vec<_>>().join(", "),
+        })
+}
+
+/// How to compile: the target and the launch shape of a block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompileOptions {
+    pub target: Target,
+    /// Warps per block (a power of two, 1 to 32).
+    pub num_warps: u32,
+}
+
+impl CompileOptions {
+    pub fn new(target: Target) -> CompileOptions {
+        CompileOptions {
+            target,
+            num_warps: 4,
+        }
+    }
+}
+
+/// A compiled kernel: its PTX and what a launch needs to know.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub name: String,
+    pub llvm_ir: String,
+    pub ptx: String,
+    pub threads_per_block: u32,
+    /// Dynamic shared memory each block needs, in bytes.
+    pub smem_bytes: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CodegenError {
+    #[error("unknown target `{name}`; known targets: {known}")]
+    UnknownTarget { name: String, known: String },
+    #[error("num_warps must be a power of two from 1 to {max}; got {got}")]
+    BadWarps { got: u32, max: u32 },
+    #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
+    Unsupported {
+        what: String,
+        op: String,
+        at: String,
+    },
+    #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]
+    SharedMemory {
+        need: u32,
+        limit: u32,
+        target: String,
+    },
+    #[error("LLVM: {0}")]
+    Llvm(String),
+}
+
+impl CodegenError {
+    pub(crate) fn unsupported(what: impl Into<String>, op: &str, loc: Loc) -> CodegenError {
+        let at = if loc == Loc::default() {
+            String::new()
+        } else {
+            format!(" at {}:{}", loc.line, loc.col)
+        };
+        CodegenError::Unsupported {
+            what: what.into(),
+            op: op.to_string(),
+            at,
+        }
+    }
+}
+
+/// Compiles a kernel to PTX.
+pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, CodegenError> {
+    let max_warps = opts.target.max_threads_per_block / opts.target.warp_size;
+    if !opts.num_warps.is_power_of_two() || opts.num_warps > max_warps {
+        return Err(CodegenError::BadWarps {
+            got: opts.num_warps,
+            max: max_warps,
+        });
+    }
+    LlvmTarget::initialize_nvptx(&InitializationConfig::default());
+    let ctx = Context::create();
+    let module = ctx.create_module(&kernel.name);
+    let triple = TargetTriple::create("nvptx64-nvidia-cuda");
+    module.set_triple(&triple);
+    let threads = opts.num_warps * opts.target.warp_size;
+    let smem_bytes = lower::lower(&ctx, &module, kernel, threads)?;
+    if smem_bytes > opts.target.max_smem_per_block {
+        return Err(CodegenError::SharedMemory {
+            need: smem_bytes,
+            limit: opts.target.max_smem_per_block,
+            target: opts.target.sm.into(),
+        });
+    }
+    module
+        .verify()
+        .map_err(|e| CodegenError::Llvm(format!("invalid module: {e}")))?;
+    let llvm_target =
+        LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let tm = llvm_target
+        .create_target_machine(
+            &triple,
+            opts.target.sm,
+            opts.target.ptx_feature,
+            OptimizationLevel::Aggressive,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CodegenError::Llvm(format!("no target machine for {}", opts.target.sm)))?;
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let llvm_ir = module.print_to_string().to_string();
+    module
+        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let buf = tm
+        .write_to_memory_buffer(&module, FileType::Assembly)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
+    Ok(Compiled {
+        name: kernel.name.clone(),
+        llvm_ir,
+        ptx,
+        threads_per_block: threads,
+        smem_bytes,
+    })
+}

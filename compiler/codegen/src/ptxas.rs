@@ -1,0 +1,114 @@
+//! ptxas, when present: assembles PTX to a cubin and reports the resources each kernel uses.
+//! Found through `TILE_PTXAS`, then `.tools/nvcc/nvidia/cu13/bin/ptxas` under the workspace
+//! (where tests/setup.sh installs it from PyPI), then `PATH`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What ptxas reports for one kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    pub registers: u32,
+    /// Static shared memory (dynamic shared memory is the launch's, not counted here).
+    pub shared_bytes: u32,
+    pub stack_frame_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+}
+
+impl std::fmt::Display for Resources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "registers {}, shared {} B, stack {} B, spills {} B stored / {} B loaded",
+            self.registers,
+            self.shared_bytes,
+            self.stack_frame_bytes,
+            self.spill_store_bytes,
+            self.spill_load_bytes
+        )
+    }
+}
+
+/// The ptxas to use, if one is installed.
+pub fn find() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TILE_PTXAS") {
+        return Some(PathBuf::from(p));
+    }
+    let mut dir = std::env::current_dir().ok();
+    while let Some(d) = dir {
+        let p = d.join(".tools/nvcc/nvidia/cu13/bin/ptxas");
+        if p.is_file() {
+            return Some(p);
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("ptxas"))
+        .find(|p| p.is_file())
+}
+
+/// Assembles `ptx` for `sm` (e.g. `sm_90a`); returns the cubin and the resource report.
+pub fn assemble(ptxas: &Path, ptx: &str, sm: &str) -> Result<(Vec<u8>, Resources), String> {
+    let dir = std::env::temp_dir().join(format!("tile-ptxas-{}-{}", std::process::id(), unique()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let (src, out) = (dir.join("k.ptx"), dir.join("k.cubin"));
+    std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
+    let run = Command::new(ptxas)
+        .arg(format!("-arch={sm}"))
+        .arg("-v")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output();
+    let result = match run {
+        Err(e) => Err(format!("cannot run {}: {e}", ptxas.display())),
+        Ok(o) if !o.status.success() => Err(format!(
+            "ptxas rejected the PTX:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Ok(o) => {
+            let report = String::from_utf8_lossy(&o.stderr).into_owned();
+            std::fs::read(&out)
+                .map(|cubin| (cubin, parse_report(&report)))
+                .map_err(|e| e.to_string())
+        }
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Reads `ptxas -v` output: "Used 24 registers, used 0 barriers, 16 bytes smem" and
+/// "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads".
+pub fn parse_report(text: &str) -> Resources {
+    let mut r = Resources::default();
+    let num_before = |line: &str, word: &str| -> Option<u32> {
+        let i = line.find(word)?;
+        line[..i].split_whitespace().last()?.parse().ok()
+    };
+    for line in text.lines() {
+        if let Some(v) = num_before(line, "registers") {
+            r.registers = v;
+        }
+        if let Some(v) = num_before(line, "bytes smem") {
+            r.shared_bytes = v;
+        }
+        if let Some(v) = num_before(line, "bytes stack frame") {
+            r.stack_frame_bytes = v;
+        }
+        if let Some(v) = num_before(line, "bytes spill stores") {
+            r.spill_store_bytes = v;
+        }
+        if let Some(v) = num_before(line, "bytes spill loads") {
+            r.spill_load_bytes = v;
+        }
+    }
+    r
+}

@@ -1,0 +1,8 @@
+//! The test suite: one binary (each test binary links the whole compiler), data-driven from
+//! `dsl-examples/` and `tests/diagnostics/`.
+
+mod cli;
+mod diagnostics;
+mod examples;
+mod interp;
+mod robustness;
