@@ -286,6 +286,7 @@ fn cmd_compile(
                 let opts = tile_codegen::CompileOptions {
                     target: target.clone(),
                     num_warps: num_warps.unwrap_or_else(|| k.warps.first().copied().unwrap_or(4)),
+                    specialization: Vec::new(),
                 };
                 let c = match tile_codegen::compile(&k, &opts) {
                     Ok(c) => c,
@@ -495,9 +496,21 @@ fn run_on_gpu(
     initial: Vec<interp::Buffer>,
 ) -> Result<Vec<interp::Buffer>, String> {
     use tile_runtime::{Image, KernelArg};
+    // Specialise as a launch would: integers by value, buffers as the driver allocates them
+    // (aligned to at least 256 bytes).
+    let specialization = p
+        .args
+        .iter()
+        .map(|a| match a {
+            interp::Arg::Buffer(_) => tile_codegen::ArgSpec::of_ptr(0),
+            interp::Arg::Scalar(interp::Scalar::I(v)) => tile_codegen::ArgSpec::of_int(*v),
+            interp::Arg::Scalar(_) => tile_codegen::ArgSpec::default(),
+        })
+        .collect();
     let opts = tile_codegen::CompileOptions {
         target: g.target.clone(),
         num_warps: kernel.warps.first().copied().unwrap_or(4),
+        specialization,
     };
     let c = tile_codegen::compile(kernel, &opts).map_err(|e| format!("codegen: {e}"))?;
     let cubin = match &g.ptxas {
