@@ -23,10 +23,7 @@ pub fn tile_files(dir: &str) -> Vec<PathBuf> {
 
 /// A path relative to the workspace root, with forward slashes (stable in snapshots).
 pub fn rel(p: &Path) -> String {
-    p.strip_prefix(root())
-        .unwrap_or(p)
-        .to_string_lossy()
-        .replace('\\', "/")
+    p.strip_prefix(root()).unwrap_or(p).to_string_lossy().replace('\\', "/")
 }
 
 /// A small deterministic generator (xorshift) for mutation tests.

@@ -5,15 +5,11 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute_enum as Attr;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    #[error(
-        "no CUDA driver found (libcuda could not be loaded); a GPU and its driver are needed to run kernels"
-    )]
+    #[error("no CUDA driver found (libcuda could not be loaded); a GPU and its driver are needed to run kernels")]
     NoDriver,
     #[error("CUDA: {0}")]
     Driver(String),
@@ -85,23 +81,14 @@ impl Gpu {
     pub fn compute_capability(&self) -> Result<(i32, i32), RuntimeError> {
         use cudarc::driver::sys::CUdevice_attribute_enum as D;
         Ok((
-            drv(self
-                .ctx
-                .attribute(D::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR))?,
-            drv(self
-                .ctx
-                .attribute(D::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))?,
+            drv(self.ctx.attribute(D::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR))?,
+            drv(self.ctx.attribute(D::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))?,
         ))
     }
 
     /// Loads one kernel and records its resource use; raises its dynamic shared-memory limit
     /// when it needs more than the default 48 KB.
-    pub fn load(
-        &self,
-        image: Image<'_>,
-        name: &str,
-        dynamic_smem: u32,
-    ) -> Result<Function, RuntimeError> {
+    pub fn load(&self, image: Image<'_>, name: &str, dynamic_smem: u32) -> Result<Function, RuntimeError> {
         let ptx = match image {
             Image::Ptx(text) => cudarc::nvrtc::Ptx::from_src(text),
             Image::Cubin(bytes) => cudarc::nvrtc::Ptx::from_binary(bytes.to_vec()),
@@ -110,14 +97,12 @@ impl Gpu {
         let func = drv(module.load_function(name))?;
         let registers = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_NUM_REGS))?;
         let local_bytes = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))?;
-        let static_shared_bytes =
-            drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))?;
+        let static_shared_bytes = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))?;
         if dynamic_smem > 48 * 1024 {
             use cudarc::driver::sys::CUdevice_attribute_enum as D;
             let limit = drv(self
                 .ctx
-                .attribute(D::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))?
-                as u32;
+                .attribute(D::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))? as u32;
             if dynamic_smem > limit {
                 return Err(RuntimeError::SharedMemory {
                     name: name.into(),
@@ -141,11 +126,7 @@ impl Gpu {
 
     pub fn upload(&self, bytes: &[u8]) -> Result<DeviceBuffer, RuntimeError> {
         // A zero-length allocation is not allowed; keep one byte nothing reads.
-        let data: Vec<u8> = if bytes.is_empty() {
-            vec![0]
-        } else {
-            bytes.to_vec()
-        };
+        let data: Vec<u8> = if bytes.is_empty() { vec![0] } else { bytes.to_vec() };
         let slice = drv(self.stream.clone_htod(&data))?;
         Ok(DeviceBuffer {
             slice,

@@ -34,13 +34,7 @@ fn check_exit_codes() {
     assert_eq!(tilec(&["frobnicate"]).0, 2);
     assert_eq!(tilec(&["check", "/nonexistent.tile"]).0, 2);
     assert_eq!(
-        tilec(&[
-            "check",
-            "-D",
-            "BLOCK",
-            &path("dsl-examples/vector_add.tile")
-        ])
-        .0,
+        tilec(&["check", "-D", "BLOCK", &path("dsl-examples/vector_add.tile")]).0,
         2
     );
 }
@@ -62,36 +56,19 @@ fn compile_emits_ast_and_ir_and_binds_defines() {
     );
     assert!(out.contains("consts(BLOCK = 512)"), "{out}");
     assert!(out.contains("arange<0, 512>"), "{out}");
-    let (code, _, err) = tilec(&[
-        "compile",
-        &path("dsl-examples/vector_add.tile"),
-        "-D",
-        "NOPE=1",
-    ]);
+    let (code, _, err) = tilec(&["compile", &path("dsl-examples/vector_add.tile"), "-D", "NOPE=1"]);
     assert_eq!(code, 1);
     assert!(err.contains("no compile-time parameter `NOPE`"), "{err}");
-    let (code, _, err) = tilec(&[
-        "compile",
-        &path("dsl-examples/vector_add.tile"),
-        "-D",
-        "BLOCK=100",
-    ]);
+    let (code, _, err) = tilec(&["compile", &path("dsl-examples/vector_add.tile"), "-D", "BLOCK=100"]);
     assert_eq!(code, 1);
     assert!(err.contains("not a power of two"), "{err}");
 }
 
 #[test]
 fn verify_reports_errors_and_needs_a_backend() {
-    let (code, out, err) = tilec(&[
-        "verify",
-        "--interpret",
-        &path("dsl-examples/vector_add.tile"),
-    ]);
+    let (code, out, err) = tilec(&["verify", "--interpret", &path("dsl-examples/vector_add.tile")]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("max abs"), "{out}");
     assert!(out.trim_end().ends_with("passed, 0 failed"), "{out}");
-    assert_eq!(
-        tilec(&["verify", &path("dsl-examples/vector_add.tile")]).0,
-        2
-    );
+    assert_eq!(tilec(&["verify", &path("dsl-examples/vector_add.tile")]).0, 2);
 }

@@ -16,10 +16,7 @@ fn invalid_programs_give_located_diagnostics() {
         let name = rel(&path);
         let text = std::fs::read_to_string(&path).unwrap();
         let checked = tilec::check_source(&text, &vec![]);
-        assert!(
-            !checked.diags.is_empty(),
-            "{name}: expected diagnostics, got none"
-        );
+        assert!(!checked.diags.is_empty(), "{name}: expected diagnostics, got none");
         let rendered = diag::render(&name, &text, &checked.diags);
         for d in &checked.diags {
             let (line, col) = d.line_col(&text);

@@ -37,14 +37,10 @@ fn example_ir_snapshots_and_round_trip() {
         let mut all = String::new();
         for k in &kernels {
             let printed = k.to_string();
-            let parsed = ir::parse_kernel(&printed)
-                .unwrap_or_else(|e| panic!("{name}: IR does not parse back: {e}\n{printed}"));
+            let parsed =
+                ir::parse_kernel(&printed).unwrap_or_else(|e| panic!("{name}: IR does not parse back: {e}\n{printed}"));
             assert_eq!(&parsed, k, "{name}: IR changed through its text form");
-            assert_eq!(
-                parsed.to_string(),
-                printed,
-                "{name}: IR text is not a fixpoint"
-            );
+            assert_eq!(parsed.to_string(), printed, "{name}: IR text is not a fixpoint");
             all.push_str(&printed);
         }
         let snap = name

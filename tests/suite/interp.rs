@@ -6,16 +6,10 @@ use tile_lang::ir::DType;
 use tile_lang::{check, syntax};
 
 /// Checks `src`, runs its only kernel on `grid` with `args`, returns the buffers or the error.
-fn run(
-    src: &str,
-    grid: [u32; 3],
-    args: &[Arg],
-    mut buffers: Vec<Buffer>,
-) -> Result<Vec<Buffer>, String> {
+fn run(src: &str, grid: [u32; 3], args: &[Arg], mut buffers: Vec<Buffer>) -> Result<Vec<Buffer>, String> {
     let ast = syntax::parse(src).map_err(|d| format!("{d:?}"))?;
     let name = check::kernel_names(&ast)[0].clone();
-    let k = check::check_kernel(src, &ast, &name, &vec![])
-        .map_err(|d| tile_lang::diag::render("t.tile", src, &d))?;
+    let k = check::check_kernel(src, &ast, &name, &vec![]).map_err(|d| tile_lang::diag::render("t.tile", src, &d))?;
     interp::run(&k, grid, args, &mut buffers).map_err(|e| e.to_string())?;
     Ok(buffers)
 }
@@ -52,10 +46,7 @@ fn masked_lanes_take_other_and_never_touch_memory() {
         vec![f32s("x", &[1.0, 2.0, 3.0]), f32s("out", &[0.0; 8])],
     )
     .unwrap();
-    assert_eq!(
-        b[1].to_f64(),
-        vec![1.0, 2.0, 3.0, -1.5, -1.5, -1.5, -1.5, -1.5]
-    );
+    assert_eq!(b[1].to_f64(), vec![1.0, 2.0, 3.0, -1.5, -1.5, -1.5, -1.5, -1.5]);
 }
 
 #[test]
@@ -126,19 +117,12 @@ fn fp8_rounds_and_saturates() {
     assert_eq!(scalar::round_float(DType::F8E5M2, 1e6), 57344.0);
     assert_eq!(scalar::round_float(DType::F8E4M3, 1.0625), 1.0); // tie between 1 and 1.125: even
     assert_eq!(scalar::round_float(DType::F8E4M3, 1.1875), 1.25); // tie between 1.125 and 1.25: even
-    assert_eq!(
-        scalar::round_float(DType::F8E4M3, 2f64.powi(-9)),
-        2f64.powi(-9)
-    ); // smallest subnormal
+    assert_eq!(scalar::round_float(DType::F8E4M3, 2f64.powi(-9)), 2f64.powi(-9)); // smallest subnormal
     for b in 0..=255u8 {
         for f in [scalar::E4M3, scalar::E5M2] {
             let v = scalar::decode_fp8(b, f);
             if v.is_finite() {
-                assert_eq!(
-                    scalar::decode_fp8(scalar::encode_fp8(v, f), f),
-                    v,
-                    "byte {b:#x}"
-                );
+                assert_eq!(scalar::decode_fp8(scalar::encode_fp8(v, f), f), v, "byte {b:#x}");
             }
         }
     }
@@ -189,11 +173,7 @@ fn argmax_takes_the_first_maximum_and_generic_reduce_runs_its_helper() {
         src,
         [1, 1, 1],
         &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)],
-        vec![
-            x,
-            Buffer::from_f64("out", DType::I32, &[0.0]),
-            f32s("p", &[0.0]),
-        ],
+        vec![x, Buffer::from_f64("out", DType::I32, &[0.0]), f32s("p", &[0.0])],
     )
     .unwrap();
     assert_eq!(b[1].to_f64(), vec![1.0]);

@@ -136,14 +136,8 @@ fn mutated_examples_never_panic_or_hang() {
         "(".repeat(100_000),
         ")".repeat(100_000)
     ));
-    inputs.push(format!(
-        "kernel k() {{ let x = {}1; }}",
-        "-".repeat(100_000)
-    ));
-    inputs.push(format!(
-        "kernel k() {{ let x = 1{}; }}",
-        " + 1".repeat(100_000)
-    ));
+    inputs.push(format!("kernel k() {{ let x = {}1; }}", "-".repeat(100_000)));
+    inputs.push(format!("kernel k() {{ let x = 1{}; }}", " + 1".repeat(100_000)));
     inputs.push(format!("kernel k() {{ {} }}", "if true { ".repeat(5000)));
     inputs.push("kernel k() { let x = zeros([1 << 62, 1 << 62]); }".into());
     inputs.push("fn f(x) { f(x) } kernel k() { let y = f(1); }".into());

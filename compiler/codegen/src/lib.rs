@@ -18,9 +18,7 @@ pub mod ptxas;
 use inkwell::OptimizationLevel;
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
-use inkwell::targets::{
-    CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetTriple,
-};
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetTriple};
 use tile_lang::ir::{Kernel, Loc};
 
 /// A GPU target: its name for LLVM and ptxas, and its limits (data, never literals in codegen).
@@ -89,19 +87,53 @@ pub fn target(sm: &str) -> Result<Target, CodegenError> {
         })
 }
 
-/// How to compile: the target and the launch shape of a block.
+/// How to compile: the target, the launch shape of a block, and what the caller promises about
+/// the arguments.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompileOptions {
     pub target: Target,
     /// Warps per block (a power of two, 1 to 32).
     pub num_warps: u32,
+    /// One entry per kernel parameter (or empty: nothing is assumed).
+    pub specialization: Vec<ArgSpec>,
 }
 
 impl CompileOptions {
     pub fn new(target: Target) -> CompileOptions {
-        CompileOptions {
-            target,
-            num_warps: 4,
+        CompileOptions { target, num_warps: 4, specialization: Vec::new() }
+    }
+}
+
+/// What a launch's argument is known to satisfy, as Triton specialises: integers equal to 1 or
+/// divisible by 16, pointers aligned to 16 bytes. Each fact lets the compiler vectorise or fold;
+/// a kernel compiled with a fact may only be launched with arguments that have it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ArgSpec {
+    /// An integer argument equal to 1.
+    pub equals_one: bool,
+    /// An integer divisible by 16, or a pointer whose address is divisible by 16.
+    pub divisible_by_16: bool,
+}
+
+impl ArgSpec {
+    /// The facts that hold for an integer argument.
+    pub fn of_int(v: i64) -> ArgSpec {
+        ArgSpec { equals_one: v == 1, divisible_by_16: v % 16 == 0 }
+    }
+
+    /// The facts that hold for a device address.
+    pub fn of_ptr(addr: u64) -> ArgSpec {
+        ArgSpec { equals_one: false, divisible_by_16: addr.is_multiple_of(16) }
+    }
+
+    /// A short tag for cache keys and names: `1`, `d` (divisible by 16) or `-`.
+    pub fn tag(&self) -> char {
+        if self.equals_one {
+            '1'
+        } else if self.divisible_by_16 {
+            'd'
+        } else {
+            '-'
         }
     }
 }
@@ -124,17 +156,9 @@ pub enum CodegenError {
     #[error("num_warps must be a power of two from 1 to {max}; got {got}")]
     BadWarps { got: u32, max: u32 },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
-    Unsupported {
-        what: String,
-        op: String,
-        at: String,
-    },
+    Unsupported { what: String, op: String, at: String },
     #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]
-    SharedMemory {
-        need: u32,
-        limit: u32,
-        target: String,
-    },
+    SharedMemory { need: u32, limit: u32, target: String },
     #[error("LLVM: {0}")]
     Llvm(String),
 }
@@ -180,8 +204,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     module
         .verify()
         .map_err(|e| CodegenError::Llvm(format!("invalid module: {e}")))?;
-    let llvm_target =
-        LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
     let tm = llvm_target
         .create_target_machine(
             &triple,

@@ -7,9 +7,7 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicType, BasicTypeEnum};
-use inkwell::values::{
-    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue,
-};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use tile_lang::ir::*;
 
@@ -118,8 +116,7 @@ impl<'c> L<'c, '_> {
         types: &[BasicTypeEnum<'c>],
         args: &[BasicValueEnum<'c>],
     ) -> R<Option<BasicValueEnum<'c>>> {
-        let i = Intrinsic::find(name)
-            .ok_or_else(|| CodegenError::Llvm(format!("LLVM has no intrinsic `{name}`")))?;
+        let i = Intrinsic::find(name).ok_or_else(|| CodegenError::Llvm(format!("LLVM has no intrinsic `{name}`")))?;
         let f = i
             .get_declaration(self.m, types)
             .ok_or_else(|| CodegenError::Llvm(format!("cannot declare `{name}`")))?;
@@ -128,12 +125,7 @@ impl<'c> L<'c, '_> {
         Ok(call.try_as_basic_value().basic())
     }
 
-    fn intr1(
-        &self,
-        name: &str,
-        types: &[BasicTypeEnum<'c>],
-        args: &[BasicValueEnum<'c>],
-    ) -> R<BasicValueEnum<'c>> {
+    fn intr1(&self, name: &str, types: &[BasicTypeEnum<'c>], args: &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>> {
         self.intr(name, types, args)?
             .ok_or_else(|| CodegenError::Llvm(format!("`{name}` returns nothing")))
     }
@@ -150,26 +142,16 @@ impl<'c> L<'c, '_> {
             Some(t) => t.fn_type(&params, false),
             None => self.ctx.void_type().fn_type(&params, false),
         };
-        let asm = self.ctx.create_inline_asm(
-            fty,
-            text.to_string(),
-            constraints.to_string(),
-            true,
-            false,
-            None,
-            false,
-        );
+        let asm = self
+            .ctx
+            .create_inline_asm(fty, text.to_string(), constraints.to_string(), true, false, None, false);
         let args: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
         let call = llvm(self.b.build_indirect_call(fty, asm, &args, ""))?;
         Ok(call.try_as_basic_value().basic())
     }
 
     fn barrier(&self) -> R<()> {
-        self.intr(
-            "llvm.nvvm.barrier.cta.sync.aligned.all",
-            &[],
-            &[self.i32c(0).into()],
-        )?;
+        self.intr("llvm.nvvm.barrier.cta.sync.aligned.all", &[], &[self.i32c(0).into()])?;
         Ok(())
     }
 
@@ -197,11 +179,7 @@ impl<'c> L<'c, '_> {
         step: IntValue<'c>,
         signed: bool,
         inits: Vec<BasicValueEnum<'c>>,
-        body: &mut dyn FnMut(
-            &mut Self,
-            IntValue<'c>,
-            Vec<BasicValueEnum<'c>>,
-        ) -> R<Vec<BasicValueEnum<'c>>>,
+        body: &mut dyn FnMut(&mut Self, IntValue<'c>, Vec<BasicValueEnum<'c>>) -> R<Vec<BasicValueEnum<'c>>>,
     ) -> R<Vec<BasicValueEnum<'c>>> {
         let f = self.func();
         let pre = self.b.get_insert_block().unwrap();
@@ -220,11 +198,7 @@ impl<'c> L<'c, '_> {
             p.add_incoming(&[(v, pre)]);
         }
         let i = iv.as_basic_value().into_int_value();
-        let pred = if signed {
-            IntPredicate::SLT
-        } else {
-            IntPredicate::ULT
-        };
+        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
         let go = llvm(self.b.build_int_compare(pred, i, hi, "go"))?;
         llvm(self.b.build_conditional_branch(go, body_bb, exit))?;
         self.b.position_at_end(body_bb);
@@ -266,11 +240,10 @@ impl<'c> L<'c, '_> {
     /// The flat (row-major) index of slot `i` of this thread.
     fn flat(&self, lay: &Layout, i: usize) -> R<IntValue<'c>> {
         let (chunk_slot, j) = (i / lay.vec, i % lay.vec);
-        let c = llvm(self.b.build_int_add(
-            self.i32c((chunk_slot * lay.threads) as u64),
-            self.tid(),
-            "",
-        ))?;
+        let c = llvm(
+            self.b
+                .build_int_add(self.i32c((chunk_slot * lay.threads) as u64), self.tid(), ""),
+        )?;
         let c = llvm(self.b.build_and(c, self.i32c(lay.chunks as u64 - 1), ""))?;
         let e = llvm(self.b.build_int_mul(c, self.i32c(lay.vec as u64), ""))?;
         llvm(self.b.build_int_add(e, self.i32c(j as u64), "e"))
@@ -281,12 +254,10 @@ impl<'c> L<'c, '_> {
         let st = lay.strides();
         (0..lay.shape.len())
             .map(|d| {
-                let s = llvm(self.b.build_right_shift(
-                    e,
-                    self.i32c(st[d].trailing_zeros() as u64),
-                    false,
-                    "",
-                ))?;
+                let s = llvm(
+                    self.b
+                        .build_right_shift(e, self.i32c(st[d].trailing_zeros() as u64), false, ""),
+                )?;
                 llvm(self.b.build_and(s, self.i32c(lay.shape[d] as u64 - 1), ""))
             })
             .collect()
@@ -295,12 +266,10 @@ impl<'c> L<'c, '_> {
     /// Whether this thread owns its slots of a tile of this layout (not a copy).
     fn owner(&self, lay: &Layout) -> R<IntValue<'c>> {
         if lay.replicated() {
-            llvm(self.b.build_int_compare(
-                IntPredicate::ULT,
-                self.tid(),
-                self.i32c(lay.chunks as u64),
-                "own",
-            ))
+            llvm(
+                self.b
+                    .build_int_compare(IntPredicate::ULT, self.tid(), self.i32c(lay.chunks as u64), "own"),
+            )
         } else {
             Ok(self.ctx.bool_type().const_int(1, false))
         }
@@ -341,12 +310,7 @@ impl<'c> L<'c, '_> {
     fn smem_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
         let base = self.smem.expect("declared at kernel entry");
         let off = llvm(self.b.build_int_z_extend(byte_off, self.ctx.i64_type(), ""))?;
-        unsafe {
-            llvm(
-                self.b
-                    .build_in_bounds_gep(self.ctx.i8_type(), base, &[off], ""),
-            )
-        }
+        unsafe { llvm(self.b.build_in_bounds_gep(self.ctx.i8_type(), base, &[off], "")) }
     }
 
     /// Stores element `x` of type `e` at shared-memory element `index` of an array at `base`.
@@ -359,18 +323,10 @@ impl<'c> L<'c, '_> {
         ))?;
         let p = self.smem_ptr(off)?;
         let x = match e {
-            Elem::Ptr { .. } => llvm(self.b.build_ptr_to_int(
-                x.into_pointer_value(),
-                self.ctx.i64_type(),
-                "",
-            ))?
-            .into(),
-            Elem::Scalar(DType::Bool) => llvm(self.b.build_int_z_extend(
-                x.into_int_value(),
-                self.ctx.i8_type(),
-                "",
-            ))?
-            .into(),
+            Elem::Ptr { .. } => llvm(self.b.build_ptr_to_int(x.into_pointer_value(), self.ctx.i64_type(), ""))?.into(),
+            Elem::Scalar(DType::Bool) => {
+                llvm(self.b.build_int_z_extend(x.into_int_value(), self.ctx.i8_type(), ""))?.into()
+            }
             _ => x,
         };
         llvm(self.b.build_store(p, x))?;
@@ -396,12 +352,10 @@ impl<'c> L<'c, '_> {
             }
             Elem::Scalar(DType::Bool) => {
                 let i = llvm(self.b.build_load(self.ctx.i8_type(), p, ""))?.into_int_value();
-                llvm(self.b.build_int_compare(
-                    IntPredicate::NE,
-                    i,
-                    self.ctx.i8_type().const_zero(),
-                    "",
-                ))?
+                llvm(
+                    self.b
+                        .build_int_compare(IntPredicate::NE, i, self.ctx.i8_type().const_zero(), ""),
+                )?
                 .into()
             }
             _ => llvm(self.b.build_load(self.ty(e), p, ""))?,
@@ -416,11 +370,7 @@ impl<'c> L<'c, '_> {
         let own = self.owner(&lay)?;
         self.when(own, |l| {
             for (i, x) in vals.iter().enumerate() {
-                let e = if t.is_scalar() {
-                    l.i32c(0)
-                } else {
-                    l.flat(&lay, i)?
-                };
+                let e = if t.is_scalar() { l.i32c(0) } else { l.flat(&lay, i)? };
                 l.smem_store(t.elem, base, e, *x)?;
             }
             Ok(())
@@ -464,16 +414,9 @@ impl<'c> L<'c, '_> {
     // ---- the kernel ---------------------------------------------------------------------------
 
     fn kernel(&mut self) -> R<()> {
-        let params: Vec<_> = self
-            .k
-            .params
-            .iter()
-            .map(|p| self.ty(p.elem).into())
-            .collect();
+        let params: Vec<_> = self.k.params.iter().map(|p| self.ty(p.elem).into()).collect();
         let fty = self.ctx.void_type().fn_type(&params, false);
-        let f = self
-            .m
-            .add_function(&self.k.name, fty, Some(Linkage::External));
+        let f = self.m.add_function(&self.k.name, fty, Some(Linkage::External));
         f.set_call_conventions(PTX_KERNEL);
         f.add_attribute(
             inkwell::attributes::AttributeLoc::Function,
@@ -491,9 +434,7 @@ impl<'c> L<'c, '_> {
         smem.set_linkage(Linkage::External);
         smem.set_alignment(16);
         self.smem = Some(smem.as_pointer_value());
-        let tid = self
-            .intr1("llvm.nvvm.read.ptx.sreg.tid.x", &[], &[])?
-            .into_int_value();
+        let tid = self.intr1("llvm.nvvm.read.ptx.sreg.tid.x", &[], &[])?.into_int_value();
         self.tid = Some(tid);
         for (i, p) in self.k.params.iter().enumerate() {
             let v = f.get_nth_param(i as u32).unwrap();
@@ -557,13 +498,8 @@ impl<'c> L<'c, '_> {
     }
 
     /// Applies `f` element by element over operands of one shape.
-    fn map(
-        &mut self,
-        op: &Op,
-        f: &dyn Fn(&Self, &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>>,
-    ) -> R<()> {
-        let ins: Vec<Vec<BasicValueEnum<'c>>> =
-            op.operands.iter().map(|v| self.elems(*v)).collect();
+    fn map(&mut self, op: &Op, f: &dyn Fn(&Self, &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>>) -> R<()> {
+        let ins: Vec<Vec<BasicValueEnum<'c>>> = op.operands.iter().map(|v| self.elems(*v)).collect();
         let n = ins[0].len();
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
@@ -586,15 +522,9 @@ impl<'c> L<'c, '_> {
             OpKind::Const(c) => {
                 let t = self.ty(rt.unwrap().elem);
                 let v: BasicValueEnum = match (c, t) {
-                    (ConstValue::Int(i), BasicTypeEnum::IntType(it)) => {
-                        it.const_int(*i as u64, true).into()
-                    }
-                    (ConstValue::Bool(b), BasicTypeEnum::IntType(it)) => {
-                        it.const_int(*b as u64, false).into()
-                    }
-                    (ConstValue::Float(f), BasicTypeEnum::FloatType(ft)) => {
-                        ft.const_float(*f).into()
-                    }
+                    (ConstValue::Int(i), BasicTypeEnum::IntType(it)) => it.const_int(*i as u64, true).into(),
+                    (ConstValue::Bool(b), BasicTypeEnum::IntType(it)) => it.const_int(*b as u64, false).into(),
+                    (ConstValue::Float(f), BasicTypeEnum::FloatType(ft)) => ft.const_float(*f).into(),
                     _ => return unsupported("this constant"),
                 };
                 self.set(op.results[0], Repr::S(v));
@@ -629,13 +559,7 @@ impl<'c> L<'c, '_> {
                     let sshape = st.shape.clone();
                     self.via_smem(&[src], &rt, &|l, idx| {
                         let picked: Vec<IntValue> = (0..sshape.len())
-                            .map(|d| {
-                                if sshape[d] == 1 {
-                                    l.i32c(0)
-                                } else {
-                                    idx[d + off]
-                                }
-                            })
+                            .map(|d| if sshape[d] == 1 { l.i32c(0) } else { idx[d + off] })
                             .collect();
                         l.linear(&sshape, &picked)
                     })?
@@ -752,8 +676,7 @@ impl<'c> L<'c, '_> {
                     } else {
                         llvm(l.b.build_int_z_extend(off, l.ctx.i64_type(), ""))?
                     };
-                    let p =
-                        unsafe { llvm(l.b.build_gep(et, a[0].into_pointer_value(), &[off], ""))? };
+                    let p = unsafe { llvm(l.b.build_gep(et, a[0].into_pointer_value(), &[off], ""))? };
                     Ok(p.into())
                 })?;
             }
@@ -765,11 +688,7 @@ impl<'c> L<'c, '_> {
             OpKind::Reduce { op: r, axis } => self.reduce(op, *r, *axis)?,
             OpKind::ArgReduce { max, axis } => self.arg_reduce(op, *max, *axis)?,
             OpKind::ReduceWith { axis } => self.reduce_with(op, *axis)?,
-            OpKind::Scan {
-                op: r,
-                axis,
-                reverse,
-            } => self.scan(op, Some(*r), *axis, *reverse)?,
+            OpKind::Scan { op: r, axis, reverse } => self.scan(op, Some(*r), *axis, *reverse)?,
             OpKind::ScanWith { axis, reverse } => self.scan(op, None, *axis, *reverse)?,
             OpKind::For { .. } => self.for_op(op)?,
             OpKind::If => self.if_op(op)?,
@@ -809,13 +728,7 @@ impl<'c> L<'c, '_> {
 
     // ---- elementwise --------------------------------------------------------------------------
 
-    fn unary(
-        &self,
-        u: UnaryOp,
-        d: DType,
-        x: BasicValueEnum<'c>,
-        loc: Loc,
-    ) -> R<BasicValueEnum<'c>> {
+    fn unary(&self, u: UnaryOp, d: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
         let b = &self.b;
         if d.is_int() || d.is_bool() {
             let x = x.into_int_value();
@@ -845,12 +758,7 @@ impl<'c> L<'c, '_> {
                 .map(|v| v.unwrap())
         };
         let mul = |a: BasicValueEnum<'c>, c: f64| -> R<BasicValueEnum<'c>> {
-            Ok(llvm(b.build_float_mul(
-                a.into_float_value(),
-                t.into_float_type().const_float(c),
-                "",
-            ))?
-            .into())
+            Ok(llvm(b.build_float_mul(a.into_float_value(), t.into_float_type().const_float(c), ""))?.into())
         };
         Ok(match u {
             UnaryOp::Neg => llvm(b.build_float_neg(fx, ""))?.into(),
@@ -878,13 +786,7 @@ impl<'c> L<'c, '_> {
         })
     }
 
-    fn binary(
-        &self,
-        op: BinaryOp,
-        d: DType,
-        a: BasicValueEnum<'c>,
-        c: BasicValueEnum<'c>,
-    ) -> R<BasicValueEnum<'c>> {
+    fn binary(&self, op: BinaryOp, d: DType, a: BasicValueEnum<'c>, c: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
         let b = &self.b;
         if d.is_float() {
             let (x, y) = (a.into_float_value(), c.into_float_value());
@@ -941,13 +843,7 @@ impl<'c> L<'c, '_> {
         })
     }
 
-    fn compare(
-        &self,
-        c: CmpOp,
-        e: Elem,
-        a: BasicValueEnum<'c>,
-        b: BasicValueEnum<'c>,
-    ) -> R<BasicValueEnum<'c>> {
+    fn compare(&self, c: CmpOp, e: Elem, a: BasicValueEnum<'c>, b: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
         let d = e.dtype().unwrap_or(DType::U64);
         if d.is_float() {
             let p = match c {
@@ -958,12 +854,10 @@ impl<'c> L<'c, '_> {
                 CmpOp::Gt => FloatPredicate::OGT,
                 CmpOp::Ge => FloatPredicate::OGE,
             };
-            return Ok(llvm(self.b.build_float_compare(
-                p,
-                a.into_float_value(),
-                b.into_float_value(),
-                "",
-            ))?
+            return Ok(llvm(
+                self.b
+                    .build_float_compare(p, a.into_float_value(), b.into_float_value(), ""),
+            )?
             .into());
         }
         let s = d.is_signed();
@@ -999,29 +893,17 @@ impl<'c> L<'c, '_> {
                 }
             }
         };
-        Ok(llvm(
-            self.b
-                .build_int_compare(p, a.into_int_value(), b.into_int_value(), ""),
-        )?
-        .into())
+        Ok(llvm(self.b.build_int_compare(p, a.into_int_value(), b.into_int_value(), ""))?.into())
     }
 
     /// Converts one element (round to nearest even; float to int truncates and saturates, NaN
     /// gives 0), as the interpreter does.
-    fn cast(
-        &self,
-        from: DType,
-        to: DType,
-        x: BasicValueEnum<'c>,
-        loc: Loc,
-    ) -> R<BasicValueEnum<'c>> {
+    fn cast(&self, from: DType, to: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
         let b = &self.b;
         if from == to {
             return Ok(x);
         }
-        if matches!(from, DType::F8E4M3 | DType::F8E5M2)
-            || matches!(to, DType::F8E4M3 | DType::F8E5M2)
-        {
+        if matches!(from, DType::F8E4M3 | DType::F8E5M2) || matches!(to, DType::F8E4M3 | DType::F8E5M2) {
             return Err(CodegenError::unsupported(
                 format!("conversion between {from} and {to}"),
                 "cast",
@@ -1090,10 +972,7 @@ impl<'c> L<'c, '_> {
                 let x = x.into_float_value();
                 let ft = tt.into_float_type();
                 // f16 <-> bf16 go through f32, which holds both exactly.
-                let x = if matches!(
-                    (from, to),
-                    (DType::F16, DType::BF16) | (DType::BF16, DType::F16)
-                ) {
+                let x = if matches!((from, to), (DType::F16, DType::BF16) | (DType::BF16, DType::F16)) {
                     llvm(b.build_float_ext(x, self.ctx.f32_type(), ""))?
                 } else {
                     x
@@ -1139,41 +1018,30 @@ impl<'c> L<'c, '_> {
     fn to_reg(&self, e: Elem, x: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
         let rt = self.reg_type(e);
         let bits = match e {
-            Elem::Scalar(DType::Bool) => llvm(self.b.build_int_z_extend(
-                x.into_int_value(),
-                self.ctx.i8_type(),
-                "",
-            ))?
-            .into(),
-            Elem::Ptr { .. } => llvm(self.b.build_ptr_to_int(
-                x.into_pointer_value(),
-                self.ctx.i64_type(),
-                "",
-            ))?
-            .into(),
+            Elem::Scalar(DType::Bool) => {
+                llvm(self.b.build_int_z_extend(x.into_int_value(), self.ctx.i8_type(), ""))?.into()
+            }
+            Elem::Ptr { .. } => llvm(self.b.build_ptr_to_int(x.into_pointer_value(), self.ctx.i64_type(), ""))?.into(),
             Elem::Scalar(d) if d.is_float() && d.bits() > 8 => {
                 llvm(self.b.build_bit_cast(x, self.int_type(d.bits()), ""))?
             }
             _ => x,
         };
         let bi = bits.into_int_value();
-        Ok(
-            if bi.get_type().get_bit_width() < rt.into_int_type().get_bit_width() {
-                llvm(self.b.build_int_z_extend(bi, rt.into_int_type(), ""))?.into()
-            } else {
-                bi.into()
-            },
-        )
+        Ok(if bi.get_type().get_bit_width() < rt.into_int_type().get_bit_width() {
+            llvm(self.b.build_int_z_extend(bi, rt.into_int_type(), ""))?.into()
+        } else {
+            bi.into()
+        })
     }
 
     fn from_reg(&self, e: Elem, r: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
         let r = r.into_int_value();
         Ok(match e {
-            Elem::Ptr { .. } => llvm(self.b.build_int_to_ptr(
-                r,
-                self.ctx.ptr_type(AddressSpace::from(GLOBAL)),
-                "",
-            ))?
+            Elem::Ptr { .. } => llvm(
+                self.b
+                    .build_int_to_ptr(r, self.ctx.ptr_type(AddressSpace::from(GLOBAL)), ""),
+            )?
             .into(),
             Elem::Scalar(DType::Bool) => {
                 llvm(
@@ -1248,28 +1116,16 @@ impl<'c> L<'c, '_> {
         }
         self.set(
             op.results[0],
-            if rt.is_scalar() {
-                Repr::S(out[0])
-            } else {
-                Repr::T(out)
-            },
+            if rt.is_scalar() { Repr::S(out[0]) } else { Repr::T(out) },
         );
         Ok(())
     }
 
     /// Per-element predicate of a write: the mask (if any) and ownership (copies never write).
-    fn write_preds(
-        &self,
-        t: &Type,
-        masks: Option<Vec<BasicValueEnum<'c>>>,
-        n: usize,
-    ) -> R<Vec<IntValue<'c>>> {
+    fn write_preds(&self, t: &Type, masks: Option<Vec<BasicValueEnum<'c>>>, n: usize) -> R<Vec<IntValue<'c>>> {
         let own = if t.is_scalar() {
             // Every thread holds a scalar; thread 0 writes it.
-            llvm(
-                self.b
-                    .build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""),
-            )?
+            llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?
         } else {
             self.owner(&self.layout(t))?
         };
@@ -1312,8 +1168,7 @@ impl<'c> L<'c, '_> {
         let e = Elem::Scalar(d);
         let nvals = if kind.is_some() { 1 } else { 2 };
         let ptrs = self.elems(op.operands[0]);
-        let vals: Vec<Vec<BasicValueEnum>> =
-            (0..nvals).map(|j| self.elems(op.operands[1 + j])).collect();
+        let vals: Vec<Vec<BasicValueEnum>> = (0..nvals).map(|j| self.elems(op.operands[1 + j])).collect();
         let masks = mask.then(|| self.elems(op.operands[1 + nvals]));
         let preds = self.write_preds(&t, masks, ptrs.len())?;
         let (cls, bits) = Self::access(e);
@@ -1352,22 +1207,14 @@ impl<'c> L<'c, '_> {
             args.push(preds[i].into());
             let p = args.len() - 1;
             let operands = if nvals == 1 { "$2" } else { "$2, $3" };
-            let text = format!(
-                "mov.{mov} $0, 0;\n\t@${p} atom.acq_rel.gpu.global.{suffix} $0, [$1], {operands};"
-            );
+            let text = format!("mov.{mov} $0, 0;\n\t@${p} atom.acq_rel.gpu.global.{suffix} $0, [$1], {operands};");
             let cons = format!("=&{cls},l,{}b,~{{memory}}", format!("{cls},").repeat(nvals));
-            let r = self
-                .asm(Some(self.reg_type(e)), &text, &cons, &args)?
-                .unwrap();
+            let r = self.asm(Some(self.reg_type(e)), &text, &cons, &args)?.unwrap();
             out.push(self.from_reg(e, r)?);
         }
         self.set(
             op.results[0],
-            if t.is_scalar() {
-                Repr::S(out[0])
-            } else {
-                Repr::T(out)
-            },
+            if t.is_scalar() { Repr::S(out[0]) } else { Repr::T(out) },
         );
         Ok(())
     }
@@ -1395,11 +1242,7 @@ impl<'c> L<'c, '_> {
         for i in 0..lay.per_thread() {
             let e = self.flat(&lay, i)?;
             let idx = self.unflatten(&lay, e)?;
-            rows.push(llvm(self.b.build_int_mul(
-                idx[0],
-                self.i32c(kk as u64),
-                "",
-            ))?);
+            rows.push(llvm(self.b.build_int_mul(idx[0], self.i32c(kk as u64), ""))?);
             cols.push(idx[1]);
         }
         let acc_t = self.ty(Elem::Scalar(dacc));
@@ -1414,24 +1257,12 @@ impl<'c> L<'c, '_> {
                 let mut next = Vec::new();
                 for (s, acc) in accs.iter().enumerate() {
                     let ai = llvm(l.b.build_int_add(rows[s], k, ""))?;
-                    let bi = llvm(l.b.build_int_add(
-                        llvm(l.b.build_int_mul(k, l.i32c(n as u64), ""))?,
-                        cols[s],
-                        "",
-                    ))?;
+                    let bi = llvm(l.b.build_int_add(llvm(l.b.build_int_mul(k, l.i32c(n as u64), ""))?, cols[s], ""))?;
                     let x = l.smem_load(ta.elem, 0, ai)?;
                     let y = l.smem_load(ta.elem, b_base, bi)?;
                     if dacc.is_int() {
-                        let x = llvm(l.b.build_int_s_extend(
-                            x.into_int_value(),
-                            acc_t.into_int_type(),
-                            "",
-                        ))?;
-                        let y = llvm(l.b.build_int_s_extend(
-                            y.into_int_value(),
-                            acc_t.into_int_type(),
-                            "",
-                        ))?;
+                        let x = llvm(l.b.build_int_s_extend(x.into_int_value(), acc_t.into_int_type(), ""))?;
+                        let y = llvm(l.b.build_int_s_extend(y.into_int_value(), acc_t.into_int_type(), ""))?;
                         let pr = llvm(l.b.build_int_mul(x, y, ""))?;
                         next.push(llvm(l.b.build_int_add(acc.into_int_value(), pr, ""))?.into());
                     } else {
@@ -1439,20 +1270,10 @@ impl<'c> L<'c, '_> {
                         let mut y = l.cast(din, dacc, y, loc)?;
                         if p == Precision::Tf32 {
                             x = l
-                                .asm(
-                                    Some(l.ctx.f32_type().into()),
-                                    "cvt.rna.tf32.f32 $0, $1;",
-                                    "=f,f",
-                                    &[x],
-                                )?
+                                .asm(Some(l.ctx.f32_type().into()), "cvt.rna.tf32.f32 $0, $1;", "=f,f", &[x])?
                                 .unwrap();
                             y = l
-                                .asm(
-                                    Some(l.ctx.f32_type().into()),
-                                    "cvt.rna.tf32.f32 $0, $1;",
-                                    "=f,f",
-                                    &[y],
-                                )?
+                                .asm(Some(l.ctx.f32_type().into()), "cvt.rna.tf32.f32 $0, $1;", "=f,f", &[y])?
                                 .unwrap();
                         }
                         next.push(l.intr1("llvm.fma", &[acc_t], &[x, y, *acc])?);
@@ -1523,17 +1344,16 @@ impl<'c> L<'c, '_> {
         };
         let out = if r.get_type().get_bit_width() == 64 {
             let lo = llvm(self.b.build_int_truncate(r, i32t, ""))?;
-            let hi =
-                llvm(self.b.build_int_truncate(
-                    llvm(self.b.build_right_shift(
-                        r,
-                        r.get_type().const_int(32, false),
-                        false,
-                        "",
-                    ))?,
+            let hi = llvm(
+                self.b.build_int_truncate(
+                    llvm(
+                        self.b
+                            .build_right_shift(r, r.get_type().const_int(32, false), false, ""),
+                    )?,
                     i32t,
                     "",
-                ))?;
+                ),
+            )?;
             let (lo, hi) = (shfl(lo)?, shfl(hi)?);
             let i64t = self.ctx.i64_type();
             let hi = llvm(self.b.build_left_shift(
@@ -1541,10 +1361,7 @@ impl<'c> L<'c, '_> {
                 i64t.const_int(32, false),
                 "",
             ))?;
-            llvm(
-                self.b
-                    .build_or(hi, llvm(self.b.build_int_z_extend(lo, i64t, ""))?, ""),
-            )?
+            llvm(self.b.build_or(hi, llvm(self.b.build_int_z_extend(lo, i64t, ""))?, ""))?
         } else {
             let w = llvm(self.b.build_int_z_extend_or_bit_cast(r, i32t, ""))?;
             let s = shfl(w)?;
@@ -1583,15 +1400,8 @@ impl<'c> L<'c, '_> {
                 self.need_smem(warps * 8);
                 self.barrier()?;
                 let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
-                let warp = llvm(
-                    self.b
-                        .build_right_shift(self.tid(), self.i32c(5), false, ""),
-                )?;
-                let first =
-                    llvm(
-                        self.b
-                            .build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""),
-                    )?;
+                let warp = llvm(self.b.build_right_shift(self.tid(), self.i32c(5), false, ""))?;
+                let first = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
                 self.when(first, |l| l.smem_store(e, 0, warp, acc))?;
                 self.barrier()?;
                 acc = self.smem_load(e, 0, self.i32c(0))?;
@@ -1611,11 +1421,7 @@ impl<'c> L<'c, '_> {
         &mut self,
         op: &Op,
         axis: usize,
-        f: &mut dyn FnMut(
-            &mut Self,
-            BasicValueEnum<'c>,
-            BasicValueEnum<'c>,
-        ) -> R<BasicValueEnum<'c>>,
+        f: &mut dyn FnMut(&mut Self, BasicValueEnum<'c>, BasicValueEnum<'c>) -> R<BasicValueEnum<'c>>,
     ) -> R<()> {
         let src = op.operands[0];
         let st = self.k.ty(src).clone();
@@ -1624,10 +1430,7 @@ impl<'c> L<'c, '_> {
         self.stage(src)?;
         let bases = self.reduce_bases(&st, &rt, axis)?;
         let stride = Layout::new(&st.shape, self.threads).strides()[axis] as u64;
-        let inits: Vec<_> = bases
-            .iter()
-            .map(|b| self.smem_load(st.elem, 0, *b))
-            .collect::<R<_>>()?;
+        let inits: Vec<_> = bases.iter().map(|b| self.smem_load(st.elem, 0, *b)).collect::<R<_>>()?;
         let out = self.counted_loop(
             self.i32c(1),
             self.i32c(n as u64),
@@ -1646,11 +1449,7 @@ impl<'c> L<'c, '_> {
         )?;
         self.set(
             op.results[0],
-            if rt.is_scalar() {
-                Repr::S(out[0])
-            } else {
-                Repr::T(out)
-            },
+            if rt.is_scalar() { Repr::S(out[0]) } else { Repr::T(out) },
         );
         Ok(())
     }
@@ -1744,11 +1543,7 @@ impl<'c> L<'c, '_> {
         let idx: Vec<_> = out.chunks(2).map(|p| p[1]).collect();
         self.set(
             op.results[0],
-            if rt.is_scalar() {
-                Repr::S(idx[0])
-            } else {
-                Repr::T(idx)
-            },
+            if rt.is_scalar() { Repr::S(idx[0]) } else { Repr::T(idx) },
         );
         Ok(())
     }
@@ -1798,19 +1593,13 @@ impl<'c> L<'c, '_> {
                     let x = l.smem_load(st.elem, 0, llvm(l.b.build_int_add(bases[s], off, ""))?)?;
                     let c = match (r, &region) {
                         (Some(r), _) => l.binary(Self::combine_op(r), d, *acc, x)?,
-                        (None, Some(reg)) => {
-                            match l.region(reg, &[Repr::S(*acc), Repr::S(x)])?.remove(0) {
-                                Repr::S(s) => s,
-                                Repr::T(t) => t[0],
-                            }
-                        }
+                        (None, Some(reg)) => match l.region(reg, &[Repr::S(*acc), Repr::S(x)])?.remove(0) {
+                            Repr::S(s) => s,
+                            Repr::T(t) => t[0],
+                        },
                         _ => unreachable!("verified: scan_with has a region"),
                     };
-                    let pred = if reverse {
-                        IntPredicate::SGE
-                    } else {
-                        IntPredicate::SLE
-                    };
+                    let pred = if reverse { IntPredicate::SGE } else { IntPredicate::SLE };
                     let active = llvm(l.b.build_int_compare(pred, kk, pos[s], ""))?;
                     next.push(llvm(l.b.build_select(active, c, *acc, ""))?);
                 }

@@ -21,11 +21,7 @@ impl std::fmt::Display for Resources {
         write!(
             f,
             "registers {}, shared {} B, stack {} B, spills {} B stored / {} B loaded",
-            self.registers,
-            self.shared_bytes,
-            self.stack_frame_bytes,
-            self.spill_store_bytes,
-            self.spill_load_bytes
+            self.registers, self.shared_bytes, self.stack_frame_bytes, self.spill_store_bytes, self.spill_load_bytes
         )
     }
 }

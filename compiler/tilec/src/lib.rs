@@ -114,11 +114,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             out,
             err,
         ),
-        Command::Verify {
-            files,
-            interpret,
-            sm,
-        } => cmd_verify(&files, interpret, &sm, out, err),
+        Command::Verify { files, interpret, sm } => cmd_verify(&files, interpret, &sm, out, err),
     };
     match r {
         Ok(code) => code,
@@ -134,9 +130,9 @@ fn parse_defines(defines: &[String]) -> anyhow::Result<Bindings> {
     defines
         .iter()
         .map(|d| {
-            let (name, value) = d.split_once('=').ok_or_else(|| {
-                anyhow::anyhow!("`-D {d}`: expected NAME=VALUE, e.g. -D BLOCK=1024")
-            })?;
+            let (name, value) = d
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("`-D {d}`: expected NAME=VALUE, e.g. -D BLOCK=1024"))?;
             let v = if let Ok(i) = value.parse::<i64>() {
                 ConstValue::Int(i)
             } else if let Ok(f) = value.parse::<f64>() {
@@ -159,10 +155,8 @@ struct Source {
 }
 
 fn read(path: &Path) -> anyhow::Result<Source> {
-    let bytes =
-        std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
     Ok(Source {
         name: path.display().to_string(),
         text,
@@ -197,11 +191,8 @@ pub fn check_source(text: &str, bindings: &Bindings) -> Checked {
     for s in &specs {
         if !names.contains(&s.kernel) {
             diags.push(
-                Diagnostic::error(
-                    s.span,
-                    format!("run spec for unknown kernel `{}`", s.kernel),
-                )
-                .label("no kernel of that name"),
+                Diagnostic::error(s.span, format!("run spec for unknown kernel `{}`", s.kernel))
+                    .label("no kernel of that name"),
             );
         }
     }
@@ -304,9 +295,7 @@ fn cmd_compile(
                 }
                 if emit.contains(&Stage::Resources) {
                     let ptxas = tile_codegen::ptxas::find().ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "`--emit resources` needs ptxas: run tests/setup.sh, or set TILE_PTXAS"
-                        )
+                        anyhow::anyhow!("`--emit resources` needs ptxas: run tests/setup.sh, or set TILE_PTXAS")
                     })?;
                     match tile_codegen::ptxas::assemble(&ptxas, &c.ptx, target.sm) {
                         Ok((_, r)) => writeln!(
@@ -448,8 +437,7 @@ fn run_case(
     };
     let expected = reference(&p.reference_input);
     let initial = p.buffers.clone();
-    let printed = interp::run(&kernel, p.grid, &p.args, &mut p.buffers)
-        .map_err(|e| format!("interpreter: {e}"))?;
+    let printed = interp::run(&kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
     let mut out = Vec::new();
     let gpu_out = match gpu {
         Some(g) => Some(run_on_gpu(g, &kernel, &p, initial)?),
@@ -460,9 +448,7 @@ fn run_case(
         let want = expected
             .get(name)
             .ok_or_else(|| format!("the reference gives no values for output `{name}`"))?;
-        let tol = s
-            .tolerance
-            .unwrap_or_else(|| spec::default_tolerance(buf.dtype));
+        let tol = s.tolerance.unwrap_or_else(|| spec::default_tolerance(buf.dtype));
         match &gpu_out {
             None => out.push(spec::compare(name, buf.dtype, &buf.to_f64(), want, tol)),
             Some(g) => {
@@ -521,10 +507,7 @@ fn run_on_gpu(
         Some(b) => Image::Cubin(b),
         None => Image::Ptx(&c.ptx),
     };
-    let f = g
-        .gpu
-        .load(image, &c.name, c.smem_bytes)
-        .map_err(|e| e.to_string())?;
+    let f = g.gpu.load(image, &c.name, c.smem_bytes).map_err(|e| e.to_string())?;
     let dev: Vec<_> = initial
         .iter()
         .map(|b| g.gpu.upload(&to_bytes(b)))
@@ -546,10 +529,7 @@ fn run_on_gpu(
                 }
             }
             _ => {
-                return Err(format!(
-                    "argument for `{}` does not match its type",
-                    param.name
-                ));
+                return Err(format!("argument for `{}` does not match its type", param.name));
             }
         });
     }
@@ -568,12 +548,7 @@ fn to_bytes(b: &interp::Buffer) -> Vec<u8> {
     let w = b.dtype.bytes();
     b.data
         .iter()
-        .flat_map(|v| {
-            interp::scalar::to_bits(b.dtype, *v)
-                .to_le_bytes()
-                .into_iter()
-                .take(w)
-        })
+        .flat_map(|v| interp::scalar::to_bits(b.dtype, *v).to_le_bytes().into_iter().take(w))
         .collect()
 }
 
@@ -597,9 +572,8 @@ fn cmd_verify(
     let backend = if interpret {
         None
     } else {
-        let gpu = tile_runtime::Gpu::new(0).map_err(|e| {
-            anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead")
-        })?;
+        let gpu = tile_runtime::Gpu::new(0)
+            .map_err(|e| anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead"))?;
         let target = tile_codegen::target(sm)?;
         writeln!(
             out,
@@ -630,34 +604,20 @@ fn cmd_verify(
                 writeln!(out, "{}", src.name)?;
                 for r in results {
                     let status = if r.passed() { "ok" } else { "FAILED" };
-                    writeln!(
-                        out,
-                        "  {:<6} {} [{}]  ({:.0} ms)",
-                        status, r.kernel, r.case, r.millis
-                    )?;
+                    writeln!(out, "  {:<6} {} [{}]  ({:.0} ms)", status, r.kernel, r.case, r.millis)?;
                     const SHOWN: usize = 20;
                     for line in r.printed.iter().take(SHOWN) {
                         writeln!(out, "         print: {line}")?;
                     }
                     if r.printed.len() > SHOWN {
-                        writeln!(
-                            out,
-                            "         print: ... {} more lines",
-                            r.printed.len() - SHOWN
-                        )?;
+                        writeln!(out, "         print: ... {} more lines", r.printed.len() - SHOWN)?;
                     }
                     if let Some(e) = &r.error {
                         for line in e.lines() {
                             writeln!(out, "         {line}")?;
                         }
                     }
-                    let width = r
-                        .comparisons
-                        .iter()
-                        .map(|c| c.name.len())
-                        .max()
-                        .unwrap_or(0)
-                        .max(8);
+                    let width = r.comparisons.iter().map(|c| c.name.len()).max().unwrap_or(0).max(8);
                     for c in &r.comparisons {
                         write!(
                             out,

@@ -86,19 +86,12 @@ impl Args {
         self.vals.get(i).cloned().flatten()
     }
     fn req(&self, i: usize) -> (Val, Span) {
-        self.get(i)
-            .expect("required arguments are checked when binding")
+        self.get(i).expect("required arguments are checked when binding")
     }
 }
 
 impl<'a> Cx<'a> {
-    pub fn call(
-        &mut self,
-        func: &ast::Ident,
-        recv: Option<&Expr>,
-        args: &[Arg],
-        span: Span,
-    ) -> R<Val> {
+    pub fn call(&mut self, func: &ast::Ident, recv: Option<&Expr>, args: &[Arg], span: Span) -> R<Val> {
         let name = func.name.as_str();
         let mut evaluated: Vec<(Option<&ast::Ident>, Val, Span)> = Vec::new();
         let mut failed = false;
@@ -140,8 +133,7 @@ impl<'a> Cx<'a> {
         if name == "print" {
             return self.print(evaluated, span);
         }
-        let Some((_, params, required)) = BUILTINS.iter().find(|(n, ..)| *n == name).copied()
-        else {
+        let Some((_, params, required)) = BUILTINS.iter().find(|(n, ..)| *n == name).copied() else {
             let mut d = Diagnostic::error(func.span, format!("cannot find function `{name}`"))
                 .label("not a built-in or a helper");
             let helpers: Vec<&str> = self
@@ -161,11 +153,7 @@ impl<'a> Cx<'a> {
         // `max(a, b)` with two positional values is the elementwise maximum.
         let positional = evaluated.iter().filter(|(n, ..)| n.is_none()).count();
         if matches!(name, "max" | "min") && positional == 2 && evaluated.len() == 2 {
-            let op = if name == "max" {
-                BinaryOp::Max
-            } else {
-                BinaryOp::Min
-            };
+            let op = if name == "max" { BinaryOp::Max } else { BinaryOp::Min };
             return self.elementwise_minmax(
                 op,
                 evaluated[0].1.clone(),
@@ -195,11 +183,7 @@ impl<'a> Cx<'a> {
             params
                 .iter()
                 .enumerate()
-                .map(|(i, p)| if i < required {
-                    p.to_string()
-                } else {
-                    format!("{p}?")
-                })
+                .map(|(i, p)| if i < required { p.to_string() } else { format!("{p}?") })
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -208,12 +192,9 @@ impl<'a> Cx<'a> {
                 None => {
                     if next >= params.len() {
                         return self.fail(
-                            Diagnostic::error(
-                                s,
-                                format!("`{name}` takes at most {} arguments", params.len()),
-                            )
-                            .label("extra argument")
-                            .note(format!("the signature is `{signature}`")),
+                            Diagnostic::error(s, format!("`{name}` takes at most {} arguments", params.len()))
+                                .label("extra argument")
+                                .note(format!("the signature is `{signature}`")),
                         );
                     }
                     next += 1;
@@ -223,12 +204,9 @@ impl<'a> Cx<'a> {
                     Some(i) => i,
                     None => {
                         return self.fail(
-                            Diagnostic::error(
-                                id.span,
-                                format!("`{name}` has no parameter `{}`", id.name),
-                            )
-                            .label("unknown argument name")
-                            .note(format!("the signature is `{signature}`")),
+                            Diagnostic::error(id.span, format!("`{name}` has no parameter `{}`", id.name))
+                                .label("unknown argument name")
+                                .note(format!("the signature is `{signature}`")),
                         );
                     }
                 },
@@ -268,9 +246,7 @@ impl<'a> Cx<'a> {
             Val::V(_) | Val::Lit(_) => self.value(v, s, None),
             other => {
                 let l = self.describe(&other);
-                self.fail(
-                    Diagnostic::error(s, format!("{what} must be a tile or a scalar")).label(l),
-                )
+                self.fail(Diagnostic::error(s, format!("{what} must be a tile or a scalar")).label(l))
             }
         }
     }
@@ -297,9 +273,7 @@ impl<'a> Cx<'a> {
             ),
             None => {
                 let l = self.describe(&v);
-                self.fail(
-                    Diagnostic::error(s, format!("{what} must be an integer constant")).label(l),
-                )
+                self.fail(Diagnostic::error(s, format!("{what} must be an integer constant")).label(l))
             }
         }
     }
@@ -343,9 +317,11 @@ impl<'a> Cx<'a> {
                     );
                 }
                 None => {
-                    return self.fail(Diagnostic::error(s, "tile shapes must be known at compile time")
-                        .label("this shape depends on a run-time value")
-                        .help("use literals or `const` parameters, and mask the part beyond the data"));
+                    return self.fail(
+                        Diagnostic::error(s, "tile shapes must be known at compile time")
+                            .label("this shape depends on a run-time value")
+                            .help("use literals or `const` parameters, and mask the part beyond the data"),
+                    );
                 }
             }
         }
@@ -360,9 +336,9 @@ impl<'a> Cx<'a> {
             other => {
                 let l = self.describe(&other);
                 self.fail(
-                    Diagnostic::error(s, "expected a dtype").label(l).note(
-                        "dtypes are bool, i8..i64, u8..u64, f16, bf16, f32, f64, f8e4m3, f8e5m2",
-                    ),
+                    Diagnostic::error(s, "expected a dtype")
+                        .label(l)
+                        .note("dtypes are bool, i8..i64, u8..u64, f16, bf16, f32, f64, f8e4m3, f8e5m2"),
                 )
             }
         }
@@ -372,9 +348,7 @@ impl<'a> Cx<'a> {
         let Some((v, s)) = a else { return Ok(default) };
         match self.const_bool(&v) {
             Some(b) => Ok(b),
-            None => self.fail(
-                Diagnostic::error(s, "expected `true` or `false`").label("must be a constant bool"),
-            ),
+            None => self.fail(Diagnostic::error(s, "expected `true` or `false`").label("must be a constant bool")),
         }
     }
 
@@ -389,11 +363,7 @@ impl<'a> Cx<'a> {
                     s,
                     format!(
                         "expected one of {}",
-                        valid
-                            .iter()
-                            .map(|v| format!("\"{v}\""))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        valid.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ")
                     ),
                 )
                 .label("not a valid choice"),
@@ -438,10 +408,7 @@ impl<'a> Cx<'a> {
                     ),
                 )
                 .label(format!("shape {}", fmt_shape(&ms)))
-                .with(
-                    ptr_span,
-                    format!("pointers have shape {}", fmt_shape(shape)),
-                )
+                .with(ptr_span, format!("pointers have shape {}", fmt_shape(shape)))
                 .note("a mask must have the pointers' shape or broadcast to it");
                 if ms.len() < shape.len() && !ms.is_empty() {
                     d = d.help("add axes so the mask lines up with the pointers, e.g. `rows[:, None] < M`, and combine masks with `&`");
@@ -452,29 +419,19 @@ impl<'a> Cx<'a> {
     }
 
     /// A value converted to `d` and broadcast to `shape` (for stores and `other`).
-    fn value_for(
-        &mut self,
-        (v, s): (Val, Span),
-        d: DType,
-        shape: &[usize],
-        what: &str,
-    ) -> R<ValueId> {
+    fn value_for(&mut self, (v, s): (Val, Span), d: DType, shape: &[usize], what: &str) -> R<ValueId> {
         let id = match v {
             Val::Lit(_) => self.value(v, s, Some(d))?,
             Val::V(id) => id,
             other => {
                 let l = self.describe(&other);
-                return self.fail(
-                    Diagnostic::error(s, format!("{what} must be a tile or a scalar")).label(l),
-                );
+                return self.fail(Diagnostic::error(s, format!("{what} must be a tile or a scalar")).label(l));
             }
         };
         let t = self.ty(id).clone();
         if t.elem.is_ptr() {
-            return self.fail(
-                Diagnostic::error(s, format!("{what} cannot be a pointer"))
-                    .label(format!("this is {t}")),
-            );
+            return self
+                .fail(Diagnostic::error(s, format!("{what} cannot be a pointer")).label(format!("this is {t}")));
         }
         match ir::broadcast_shapes(&t.shape, shape) {
             Some(b) if b == shape => {}
@@ -538,9 +495,7 @@ impl<'a> Cx<'a> {
                     return self.fail(
                         Diagnostic::error(
                             span,
-                            format!(
-                                "`arange({start}, {end})` has {n} elements, not a power of two"
-                            ),
+                            format!("`arange({start}, {end})` has {n} elements, not a power of two"),
                         )
                         .label("tile sizes are powers of two")
                         .help(format!(
@@ -550,10 +505,7 @@ impl<'a> Cx<'a> {
                     );
                 }
                 if start < i32::MIN as i64 || end > i32::MAX as i64 {
-                    return self.fail(
-                        Diagnostic::error(span, "`arange` bounds must fit in i32")
-                            .label("out of range"),
-                    );
+                    return self.fail(Diagnostic::error(span, "`arange` bounds must fit in i32").label("out of range"));
                 }
                 let t = Type::tile(DType::I32, vec![n as usize]);
                 v(self.emit1(OpKind::Arange { start, end }, vec![], t, span)?)
@@ -583,16 +535,14 @@ impl<'a> Cx<'a> {
                 let parts = vec![a.req(0), a.req(1)];
                 if let (Val::Lit(Lit::Int(x)), Val::Lit(Lit::Int(y))) = (&parts[0].0, &parts[1].0) {
                     if *y == 0 {
-                        return self
-                            .fail(Diagnostic::error(parts[1].1, "division by zero").label("zero"));
+                        return self.fail(Diagnostic::error(parts[1].1, "division by zero").label("zero"));
                     }
                     return Ok(Val::Lit(Lit::Int((x + y - 1) / y)));
                 }
                 let d = self.meet(&parts);
                 if !d.is_int() {
                     return self.fail(
-                        Diagnostic::error(span, format!("`cdiv` needs integers; found {d}"))
-                            .label("not integers"),
+                        Diagnostic::error(span, format!("`cdiv` needs integers; found {d}")).label("not integers"),
                     );
                 }
                 let ids = self.unify(parts, d, span)?;
@@ -640,10 +590,7 @@ impl<'a> Cx<'a> {
                     return self.fail(self.readonly(ptr, ps, "store through"));
                 }
                 let shape = self.ty(ptr).shape.clone();
-                let mut ops = vec![
-                    ptr,
-                    self.value_for(a.req(1), pointee, &shape, "the stored value")?,
-                ];
+                let mut ops = vec![ptr, self.value_for(a.req(1), pointee, &shape, "the stored value")?];
                 if let Some(m) = a.get(2) {
                     ops.push(self.mask_arg(m, &shape, ps)?);
                 }
@@ -703,18 +650,12 @@ impl<'a> Cx<'a> {
                     let y = self.tile_arg(parts[1].clone(), "a branch")?;
                     if self.ty(x).elem != self.ty(y).elem {
                         return self.fail(
-                            Diagnostic::error(
-                                span,
-                                "`where` branches must both be pointers of one type",
-                            )
-                            .label("mixed"),
+                            Diagnostic::error(span, "`where` branches must both be pointers of one type")
+                                .label("mixed"),
                         );
                     }
                     let shape = self.common_shape(&[(x, parts[0].1), (y, parts[1].1)], span)?;
-                    vec![
-                        self.broadcast_to(x, &shape, span)?,
-                        self.broadcast_to(y, &shape, span)?,
-                    ]
+                    vec![self.broadcast_to(x, &shape, span)?, self.broadcast_to(y, &shape, span)?]
                 } else {
                     let d = self.meet(&parts);
                     self.unify(parts, d, span)?
@@ -752,8 +693,8 @@ impl<'a> Cx<'a> {
                 let t = self.ty(ids[0]).clone();
                 v(self.emit1(OpKind::Fma, ids, t, span)?)
             }
-            "abs" | "floor" | "ceil" | "exp" | "exp2" | "log" | "log2" | "sqrt" | "rsqrt"
-            | "sin" | "cos" | "tanh" | "erf" | "sigmoid" => {
+            "abs" | "floor" | "ceil" | "exp" | "exp2" | "log" | "log2" | "sqrt" | "rsqrt" | "sin" | "cos" | "tanh"
+            | "erf" | "sigmoid" => {
                 let op = UnaryOp::from_name(name).unwrap();
                 let x = self.number_arg(a.req(0), &format!("the argument of `{name}`"))?;
                 v(self.math(op, x, span)?)
@@ -766,11 +707,7 @@ impl<'a> Cx<'a> {
                     return self.fail(
                         Diagnostic::error(
                             span,
-                            format!(
-                                "cannot broadcast shape {} to {}",
-                                fmt_shape(&from),
-                                fmt_shape(&shape)
-                            ),
+                            format!("cannot broadcast shape {} to {}", fmt_shape(&from), fmt_shape(&shape)),
                         )
                         .label("shape mismatch"),
                     );
@@ -791,9 +728,19 @@ impl<'a> Cx<'a> {
                 let shape = self.shape_arg(a.req(1))?;
                 let t = self.ty(x).clone();
                 if t.numel() != shape.iter().product::<usize>() {
-                    return self.fail(Diagnostic::error(span, format!("cannot reshape {} elements to {}, which holds {}", t.numel(), fmt_shape(&shape), shape.iter().product::<usize>()))
+                    return self.fail(
+                        Diagnostic::error(
+                            span,
+                            format!(
+                                "cannot reshape {} elements to {}, which holds {}",
+                                t.numel(),
+                                fmt_shape(&shape),
+                                shape.iter().product::<usize>()
+                            ),
+                        )
                         .label(format!("the tile is {t}"))
-                        .note("`reshape` keeps every element, so the new shape must hold the same number"));
+                        .note("`reshape` keeps every element, so the new shape must hold the same number"),
+                    );
                 }
                 if t.shape == shape {
                     return v(x);
@@ -809,22 +756,30 @@ impl<'a> Cx<'a> {
                         if rank >= 2 {
                             perm.swap(rank - 1, rank - 2);
                         }
-                        let perm = perm
-                            .iter()
-                            .map(|i| i.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ");
-                        return self.fail(Diagnostic::error(span, format!("`trans` needs a 2-D tile; this has {rank} ax{}", if rank == 1 { "is" } else { "es" })).label(format!("this is {}", self.ty(x)))
-                            .help(if rank > 2 { format!("to swap the last two axes, use `permute(x, [{perm}])`") } else { "a tile with fewer than 2 axes has nothing to transpose; add an axis with `x[:, None]`".to_string() }));
+                        let perm = perm.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+                        return self.fail(
+                            Diagnostic::error(
+                                span,
+                                format!(
+                                    "`trans` needs a 2-D tile; this has {rank} ax{}",
+                                    if rank == 1 { "is" } else { "es" }
+                                ),
+                            )
+                            .label(format!("this is {}", self.ty(x)))
+                            .help(if rank > 2 {
+                                format!("to swap the last two axes, use `permute(x, [{perm}])`")
+                            } else {
+                                "a tile with fewer than 2 axes has nothing to transpose; add an axis with `x[:, None]`"
+                                    .to_string()
+                            }),
+                        );
                     }
                     vec![1, 0]
                 } else {
                     let (pv, ps) = a.req(1);
                     let Val::List(items) = pv else {
-                        return self.fail(
-                            Diagnostic::error(ps, "`permute` takes a list of axes")
-                                .label("expected `[..]`"),
-                        );
+                        return self
+                            .fail(Diagnostic::error(ps, "`permute` takes a list of axes").label("expected `[..]`"));
                     };
                     let mut p = Vec::new();
                     for it in items {
@@ -834,11 +789,8 @@ impl<'a> Cx<'a> {
                     sorted.sort();
                     if sorted != (0..rank).collect::<Vec<_>>() {
                         return self.fail(
-                            Diagnostic::error(
-                                ps,
-                                format!("{p:?} is not a permutation of the {rank} axes"),
-                            )
-                            .label("each axis exactly once"),
+                            Diagnostic::error(ps, format!("{p:?} is not a permutation of the {rank} axes"))
+                                .label("each axis exactly once"),
                         );
                     }
                     p
@@ -878,15 +830,10 @@ impl<'a> Cx<'a> {
                     return v(x);
                 }
                 let r = Rounding::from_name(&rounding).unwrap();
-                if r == Rounding::Rtz
-                    && !(from.is_float() && d.is_float() && d.bits() < from.bits())
-                {
+                if r == Rounding::Rtz && !(from.is_float() && d.is_float() && d.bits() < from.bits()) {
                     return self.fail(
-                        Diagnostic::error(
-                            a.get(2).unwrap().1,
-                            "rounding applies to narrowing float conversions",
-                        )
-                        .label(format!("{from} to {d} is not one")),
+                        Diagnostic::error(a.get(2).unwrap().1, "rounding applies to narrowing float conversions")
+                            .label(format!("{from} to {d} is not one")),
                     );
                 }
                 if r == Rounding::Rne {
@@ -907,8 +854,7 @@ impl<'a> Cx<'a> {
                 let t = self.ty(x).with_dtype(d);
                 v(self.emit1(OpKind::Bitcast, vec![x], t, span)?)
             }
-            "atomic_add" | "atomic_max" | "atomic_min" | "atomic_and" | "atomic_or"
-            | "atomic_xor" | "atomic_xchg" => {
+            "atomic_add" | "atomic_max" | "atomic_min" | "atomic_and" | "atomic_or" | "atomic_xor" | "atomic_xchg" => {
                 let op = AtomicOp::from_name(&name["atomic_".len()..]).unwrap();
                 let (pv, ps) = a.req(0);
                 let (ptr, pointee, mutable) = self.ptr_arg((pv, ps), &format!("`{name}`"))?;
@@ -917,13 +863,10 @@ impl<'a> Cx<'a> {
                 }
                 let ok = match op {
                     AtomicOp::Add => {
-                        pointee.is_int()
-                            || matches!(pointee, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+                        pointee.is_int() || matches!(pointee, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
                     }
                     AtomicOp::Max | AtomicOp::Min => pointee.is_int() || pointee == DType::F32,
-                    AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => {
-                        pointee.is_int() && pointee.bits() >= 32
-                    }
+                    AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => pointee.is_int() && pointee.bits() >= 32,
                     AtomicOp::Xchg => pointee.bits() >= 32,
                 };
                 if !ok || (pointee.is_int() && pointee.bits() < 32) {
@@ -981,10 +924,7 @@ impl<'a> Cx<'a> {
                 let x = self.number_arg(a.req(0), "the hinted value")?;
                 let n = self.const_int_arg(a.req(1), "the hint")?;
                 if n < 1 {
-                    return self.fail(
-                        Diagnostic::error(a.req(1).1, "a hint must be positive")
-                            .label(format!("{n}")),
-                    );
+                    return self.fail(Diagnostic::error(a.req(1).1, "a hint must be positive").label(format!("{n}")));
                 }
                 if !self.ty(x).dtype().is_some_and(|d| d.is_int()) {
                     return self.fail(
@@ -1005,10 +945,7 @@ impl<'a> Cx<'a> {
                 let msg = match a.get(1) {
                     Some((Val::Str(m), _)) => m,
                     Some((_, s)) => {
-                        return self.fail(
-                            Diagnostic::error(s, "the message must be a string")
-                                .label("not a string"),
-                        );
+                        return self.fail(Diagnostic::error(s, "the message must be a string").label("not a string"));
                     }
                     None => "the condition is false".to_string(),
                 };
@@ -1019,12 +956,9 @@ impl<'a> Cx<'a> {
                             .label("this is false at compile time"),
                     ),
                     None => self.fail(
-                        Diagnostic::error(
-                            cs,
-                            "`static_assert` needs a condition known at compile time",
-                        )
-                        .label("depends on run-time values")
-                        .help("use `assert(..)` to check at run time (debug builds)"),
+                        Diagnostic::error(cs, "`static_assert` needs a condition known at compile time")
+                            .label("depends on run-time values")
+                            .help("use `assert(..)` to check at run time (debug builds)"),
                     ),
                 }
             }
@@ -1039,10 +973,7 @@ impl<'a> Cx<'a> {
                 let msg = match a.get(1) {
                     Some((Val::Str(m), _)) => m,
                     Some((_, s)) => {
-                        return self.fail(
-                            Diagnostic::error(s, "the message must be a string")
-                                .label("not a string"),
-                        );
+                        return self.fail(Diagnostic::error(s, "the message must be a string").label("not a string"));
                     }
                     None => "assertion failed".to_string(),
                 };
@@ -1067,9 +998,7 @@ impl<'a> Cx<'a> {
         match self.ptr_param(ptr) {
             Some((name, decl)) => d
                 .with(*decl, format!("`{name}` is declared read-only here"))
-                .help(format!(
-                    "declare it as `{name}: *mut {pointee}` to write through it"
-                )),
+                .help(format!("declare it as `{name}: *mut {pointee}` to write through it")),
             None => d.help(format!(
                 "declare the pointer parameter as `*mut {pointee}` to write through it"
             )),
@@ -1082,17 +1011,11 @@ impl<'a> Cx<'a> {
             if let Some(d) = self.param_decls.get(&v) {
                 return Some(d);
             }
-            let op = self
-                .regions
-                .iter()
-                .flatten()
-                .find(|op| op.results.contains(&v))?;
+            let op = self.regions.iter().flatten().find(|op| op.results.contains(&v))?;
             v = match op.kind {
-                OpKind::PtrAdd
-                | OpKind::Broadcast
-                | OpKind::ExpandDims(_)
-                | OpKind::Reshape
-                | OpKind::Permute(_) => op.operands[0],
+                OpKind::PtrAdd | OpKind::Broadcast | OpKind::ExpandDims(_) | OpKind::Reshape | OpKind::Permute(_) => {
+                    op.operands[0]
+                }
                 OpKind::Select => op.operands[1],
                 _ => return None,
             };
@@ -1100,43 +1023,22 @@ impl<'a> Cx<'a> {
         None
     }
 
-    fn elementwise_minmax(
-        &mut self,
-        op: BinaryOp,
-        x: Val,
-        xs: Span,
-        y: Val,
-        ys: Span,
-        span: Span,
-    ) -> R<Val> {
+    fn elementwise_minmax(&mut self, op: BinaryOp, x: Val, xs: Span, y: Val, ys: Span, span: Span) -> R<Val> {
         let parts = vec![(x, xs), (y, ys)];
         let d = self.meet(&parts);
         if d.is_bool() {
-            return self.fail(
-                Diagnostic::error(span, "maximum/minimum need numbers").label("bool operands"),
-            );
+            return self.fail(Diagnostic::error(span, "maximum/minimum need numbers").label("bool operands"));
         }
         let ids = self.unify(parts, d, span)?;
-        Ok(Val::V(self.binary_kind(
-            OpKind::Binary(op),
-            ids[0],
-            ids[1],
-            span,
-        )?))
+        Ok(Val::V(self.binary_kind(OpKind::Binary(op), ids[0], ids[1], span)?))
     }
 
     /// Transcendental functions of f16/bf16/fp8 compute in f32; integers become f32.
     fn math(&mut self, op: UnaryOp, x: ValueId, span: Span) -> R<ValueId> {
         let d = self.ty(x).dtype().unwrap();
-        let exact = matches!(
-            op,
-            UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Neg
-        );
+        let exact = matches!(op, UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Neg);
         if d.is_bool() {
-            return self.fail(
-                Diagnostic::error(span, format!("`{}` needs numbers", op.name()))
-                    .label("bool argument"),
-            );
+            return self.fail(Diagnostic::error(span, format!("`{}` needs numbers", op.name())).label("bool argument"));
         }
         if exact && (d.is_float() || op == UnaryOp::Abs) {
             if matches!(d, DType::F8E4M3 | DType::F8E5M2) {
@@ -1174,18 +1076,15 @@ impl<'a> Cx<'a> {
         let keep = self.bool_arg(keep, false)?;
         let rank = self.ty(*x).shape.len();
         if rank == 0 {
-            return self
-                .fail(Diagnostic::error(xs, "cannot reduce a scalar").label("this has no axes"));
+            return self.fail(Diagnostic::error(xs, "cannot reduce a scalar").label("this has no axes"));
         }
         match axis {
             Some(a) => Ok((self.axis_arg(a, rank)?, keep)),
             None => {
                 if rank > 1 {
                     if keep {
-                        return self.fail(
-                            Diagnostic::error(xs, "`keep_dims` needs an `axis`")
-                                .label("reducing every axis"),
-                        );
+                        return self
+                            .fail(Diagnostic::error(xs, "`keep_dims` needs an `axis`").label("reducing every axis"));
                     }
                     let n = self.ty(*x).numel();
                     let t = self.ty(*x).with_shape(vec![n]);
@@ -1241,18 +1140,9 @@ impl<'a> Cx<'a> {
         let x = self.cast(x, acc, span)?;
         let mut shape = self.ty(x).shape.clone();
         shape.remove(axis);
-        let r = self.emit1(
-            OpKind::Reduce { op, axis },
-            vec![x],
-            Type::tile(acc, shape),
-            span,
-        )?;
+        let r = self.emit1(OpKind::Reduce { op, axis }, vec![x], Type::tile(acc, shape), span)?;
         // Floats come back to their dtype after accumulating wider; small ints stay i32.
-        let r = if d.is_float() {
-            self.cast(r, d, span)?
-        } else {
-            r
-        };
+        let r = if d.is_float() { self.cast(r, d, span)? } else { r };
         Ok(Val::V(self.keep_dims(r, axis, keep, span)?))
     }
 
@@ -1272,19 +1162,12 @@ impl<'a> Cx<'a> {
 
     /// Builds the combine region: two scalar arguments of `elem`, yielding one.
     fn combine_region(&mut self, f: &'a ast::FnDef, elem: Elem, span: Span) -> R<Region> {
-        let scalar = Type {
-            elem,
-            shape: vec![],
-        };
+        let scalar = Type { elem, shape: vec![] };
         let x = self.new_value(scalar.clone());
         let y = self.new_value(scalar.clone());
         self.regions.push(Vec::new());
         let r = self
-            .inline_call(
-                f,
-                vec![(None, Val::V(x), span), (None, Val::V(y), span)],
-                span,
-            )
+            .inline_call(f, vec![(None, Val::V(x), span), (None, Val::V(y), span)], span)
             .and_then(|r| {
                 self.coerce_to(
                     r,
@@ -1295,17 +1178,12 @@ impl<'a> Cx<'a> {
                 )
             });
         let r = match r {
-            Ok(r) => self
-                .emit(OpKind::Yield, vec![r], vec![], vec![], span)
-                .map(|_| ()),
+            Ok(r) => self.emit(OpKind::Yield, vec![r], vec![], vec![], span).map(|_| ()),
             Err(e) => Err(e),
         };
         let ops = self.regions.pop().unwrap();
         r?;
-        Ok(Region {
-            args: vec![x, y],
-            ops,
-        })
+        Ok(Region { args: vec![x, y], ops })
     }
 
     fn reduce_with(&mut self, a: Args, span: Span) -> R<Val> {
@@ -1317,13 +1195,7 @@ impl<'a> Cx<'a> {
         let mut shape = self.ty(x).shape.clone();
         shape.remove(axis);
         let t = self.ty(x).with_shape(shape);
-        let r = self.emit(
-            OpKind::ReduceWith { axis },
-            vec![x],
-            vec![t],
-            vec![region],
-            span,
-        )?[0];
+        let r = self.emit(OpKind::ReduceWith { axis }, vec![x], vec![t], vec![region], span)?[0];
         Ok(Val::V(self.keep_dims(r, axis, keep, span)?))
     }
 
@@ -1332,8 +1204,7 @@ impl<'a> Cx<'a> {
         let x = self.number_arg((xv, xs), "the scanned value")?;
         let rank = self.ty(x).shape.len();
         if rank == 0 {
-            return self
-                .fail(Diagnostic::error(xs, "cannot scan a scalar").label("this has no axes"));
+            return self.fail(Diagnostic::error(xs, "cannot scan a scalar").label("this has no axes"));
         }
         let axis = match a.get(1) {
             Some(ax) => self.axis_arg(ax, rank)?,
@@ -1346,13 +1217,7 @@ impl<'a> Cx<'a> {
             let region = self.combine_region(f, self.ty(x).elem, span)?;
             let t = self.ty(x).clone();
             return Ok(Val::V(
-                self.emit(
-                    OpKind::ScanWith { axis, reverse },
-                    vec![x],
-                    vec![t],
-                    vec![region],
-                    span,
-                )?[0],
+                self.emit(OpKind::ScanWith { axis, reverse }, vec![x], vec![t], vec![region], span)?[0],
             ));
         }
         let op = if name == "cumsum" {
@@ -1365,11 +1230,7 @@ impl<'a> Cx<'a> {
         let xc = self.cast(x, acc, span)?;
         let t = self.ty(xc).clone();
         let r = self.emit1(OpKind::Scan { op, axis, reverse }, vec![xc], t, span)?;
-        Ok(Val::V(if d.is_float() {
-            self.cast(r, d, span)?
-        } else {
-            r
-        }))
+        Ok(Val::V(if d.is_float() { self.cast(r, d, span)? } else { r }))
     }
 
     fn dot(&mut self, a: Args, span: Span) -> R<Val> {
@@ -1413,13 +1274,10 @@ impl<'a> Cx<'a> {
         let (dx, dy) = (tx.dtype().unwrap(), ty.dtype().unwrap());
         if dx != dy {
             return self.fail(
-                Diagnostic::error(
-                    bs,
-                    format!("`dot` operands have different dtypes: {dx} and {dy}"),
-                )
-                .label(format!("this is {ty}"))
-                .with(as_, format!("this is {tx}"))
-                .help(format!("convert one side, e.g. `.to({dx})`")),
+                Diagnostic::error(bs, format!("`dot` operands have different dtypes: {dx} and {dy}"))
+                    .label(format!("this is {ty}"))
+                    .with(as_, format!("this is {tx}"))
+                    .help(format!("convert one side, e.g. `.to({dx})`")),
             );
         }
         if dx.is_bool() || (dx.is_int() && dx.bits() != 8) {
@@ -1469,10 +1327,7 @@ impl<'a> Cx<'a> {
                     return self.fail(
                         Diagnostic::error(
                             cs,
-                            format!(
-                                "`dot` of {dx} tiles cannot accumulate in {}",
-                                tc.dtype().unwrap()
-                            ),
+                            format!("`dot` of {dx} tiles cannot accumulate in {}", tc.dtype().unwrap()),
                         )
                         .label(format!("this is {tc}"))
                         .note(if dx.is_int() {
@@ -1528,20 +1383,12 @@ impl<'a> Cx<'a> {
         let prec = Precision::from_name(&prec).unwrap();
         if prec == Precision::Tf32 && dx != DType::F32 {
             return self.fail(
-                Diagnostic::error(
-                    a.get(4).unwrap().1,
-                    "`precision: \"tf32\"` applies to f32 operands",
-                )
-                .label(format!("operands are {dx}")),
+                Diagnostic::error(a.get(4).unwrap().1, "`precision: \"tf32\"` applies to f32 operands")
+                    .label(format!("operands are {dx}")),
             );
         }
         let t = self.ty(acc).clone();
-        Ok(Val::V(self.emit1(
-            OpKind::Dot(prec),
-            vec![x, y, acc],
-            t,
-            span,
-        )?))
+        Ok(Val::V(self.emit1(OpKind::Dot(prec), vec![x, y, acc], t, span)?))
     }
 
     fn print(&mut self, args: Vec<(Option<&ast::Ident>, Val, Span)>, span: Span) -> R<Val> {
@@ -1550,18 +1397,15 @@ impl<'a> Cx<'a> {
             Some((None, Val::Str(s), _)) => s,
             _ => {
                 return self.fail(
-                    Diagnostic::error(span, "`print` starts with a message string")
-                        .label("e.g. `print(\"x =\", x)`"),
+                    Diagnostic::error(span, "`print` starts with a message string").label("e.g. `print(\"x =\", x)`"),
                 );
             }
         };
         let mut ops = Vec::new();
         for (n, v, s) in it {
             if let Some(n) = n {
-                return self.fail(
-                    Diagnostic::error(n.span, "`print` takes no named arguments")
-                        .label("named argument"),
-                );
+                return self
+                    .fail(Diagnostic::error(n.span, "`print` takes no named arguments").label("named argument"));
             }
             ops.push(self.tile_arg((v, s), "a printed value")?);
         }
@@ -1578,13 +1422,10 @@ impl<'a> Cx<'a> {
     ) -> R<Val> {
         if self.inline_depth >= MAX_INLINE_DEPTH {
             return self.fail(
-                Diagnostic::error(
-                    span,
-                    format!("helper calls nested more than {MAX_INLINE_DEPTH} deep"),
-                )
-                .label(format!("calling `{}`", f.name.name))
-                .with(f.name.span, "defined here")
-                .note("helpers are inlined, so they cannot be recursive; use a loop instead"),
+                Diagnostic::error(span, format!("helper calls nested more than {MAX_INLINE_DEPTH} deep"))
+                    .label(format!("calling `{}`", f.name.name))
+                    .with(f.name.span, "defined here")
+                    .note("helpers are inlined, so they cannot be recursive; use a loop instead"),
             );
         }
         let mut slots: Vec<Option<(Val, Span)>> = vec![None; f.params.len()];
@@ -1599,24 +1440,18 @@ impl<'a> Cx<'a> {
                     Some(i) => i,
                     None => {
                         return self.fail(
-                            Diagnostic::error(
-                                id.span,
-                                format!("`{}` has no parameter `{}`", f.name.name, id.name),
-                            )
-                            .label("unknown argument name")
-                            .with(f.name.span, "defined here"),
+                            Diagnostic::error(id.span, format!("`{}` has no parameter `{}`", f.name.name, id.name))
+                                .label("unknown argument name")
+                                .with(f.name.span, "defined here"),
                         );
                     }
                 },
             };
             if i >= f.params.len() {
                 return self.fail(
-                    Diagnostic::error(
-                        s,
-                        format!("`{}` takes {} arguments", f.name.name, f.params.len()),
-                    )
-                    .label("extra argument")
-                    .with(f.name.span, "defined here"),
+                    Diagnostic::error(s, format!("`{}` takes {} arguments", f.name.name, f.params.len()))
+                        .label("extra argument")
+                        .with(f.name.span, "defined here"),
                 );
             }
             slots[i] = Some((v, s));
@@ -1650,10 +1485,7 @@ impl<'a> Cx<'a> {
                             return self.fail(
                                 Diagnostic::error(
                                     s,
-                                    format!(
-                                        "argument `{}` of `{}` must be {elem}",
-                                        p.name.name, f.name.name
-                                    ),
+                                    format!("argument `{}` of `{}` must be {elem}", p.name.name, f.name.name),
                                 )
                                 .label(l)
                                 .with(t.span(), "declared here"),

@@ -13,10 +13,8 @@ impl Cx<'_> {
         match &e.kind {
             ExprKind::Int(v) => {
                 if *v > u64::MAX as u128 {
-                    return self.fail(
-                        Diagnostic::error(e.span, "integer literal too large")
-                            .label("does not fit in 64 bits"),
-                    );
+                    return self
+                        .fail(Diagnostic::error(e.span, "integer literal too large").label("does not fit in 64 bits"));
                 }
                 Ok(Val::Lit(Lit::Int(*v as i128)))
             }
@@ -40,15 +38,9 @@ impl Cx<'_> {
                 let v = self.expr(base)?;
                 self.index(v, base.span, items, e.span)
             }
-            ExprKind::Tuple(xs) => Ok(Val::Tuple(
-                xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?,
-            )),
-            ExprKind::List(xs) => Ok(Val::List(
-                xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?,
-            )),
-            ExprKind::If { cond, then, els } => {
-                self.if_expr(cond, then, els.as_deref(), e.span, true)
-            }
+            ExprKind::Tuple(xs) => Ok(Val::Tuple(xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?)),
+            ExprKind::List(xs) => Ok(Val::List(xs.iter().map(|x| self.expr(x)).collect::<R<_>>()?)),
+            ExprKind::If { cond, then, els } => self.if_expr(cond, then, els.as_deref(), e.span, true),
             ExprKind::Block(b) => self.block(b),
         }
     }
@@ -71,8 +63,7 @@ impl Cx<'_> {
         if self.helper(n).is_some() {
             return Ok(Val::Func(n.to_string()));
         }
-        let mut d =
-            Diagnostic::error(span, format!("cannot find `{n}` in this scope")).label("not found");
+        let mut d = Diagnostic::error(span, format!("cannot find `{n}` in this scope")).label("not found");
         let mut candidates: Vec<String> = Vec::new();
         for s in self.scopes[self.frame_base()..].iter() {
             candidates.extend(s.names.keys().cloned());
@@ -159,11 +150,7 @@ impl Cx<'_> {
                             .label(format!("{d} holds {lo}..={hi}")),
                     );
                 }
-                ConstValue::Int(if d == DType::U64 {
-                    i as u64 as i64
-                } else {
-                    i as i64
-                })
+                ConstValue::Int(if d == DType::U64 { i as u64 as i64 } else { i as i64 })
             }
             (Lit::Int(i), DType::Bool) => ConstValue::Bool(i != 0),
             (Lit::Int(i), _) => ConstValue::Float(scalar::round_float(d, i as f64)),
@@ -220,12 +207,7 @@ impl Cx<'_> {
             let folded = scalar::cast_const(c, t.dtype().unwrap(), d);
             return Ok(self.constant(folded, d));
         }
-        self.emit1(
-            OpKind::Cast(ir::Rounding::Rne),
-            vec![v],
-            t.with_dtype(d),
-            span,
-        )
+        self.emit1(OpKind::Cast(ir::Rounding::Rne), vec![v], t.with_dtype(d), span)
     }
 
     pub fn broadcast_to(&mut self, v: ValueId, shape: &[usize], span: Span) -> R<ValueId> {
@@ -233,12 +215,7 @@ impl Cx<'_> {
         if t.shape == shape {
             return Ok(v);
         }
-        self.emit1(
-            OpKind::Broadcast,
-            vec![v],
-            t.with_shape(shape.to_vec()),
-            span,
-        )
+        self.emit1(OpKind::Broadcast, vec![v], t.with_shape(shape.to_vec()), span)
     }
 
     /// The common shape of operands, or a "shape mismatch" diagnostic.
@@ -292,19 +269,12 @@ impl Cx<'_> {
                 d = Some(d.map_or(x, |y| DType::promote(x, y)));
             }
         }
-        let has_float_lit = parts
-            .iter()
-            .any(|(v, _)| matches!(v, Val::Lit(Lit::Float(_))));
+        let has_float_lit = parts.iter().any(|(v, _)| matches!(v, Val::Lit(Lit::Float(_))));
         match d {
             Some(d) if has_float_lit && !d.is_float() => DType::F32,
             Some(d) => d,
             None if has_float_lit => DType::F32,
-            None if parts
-                .iter()
-                .all(|(v, _)| matches!(v, Val::Lit(Lit::Bool(_)))) =>
-            {
-                DType::Bool
-            }
+            None if parts.iter().all(|(v, _)| matches!(v, Val::Lit(Lit::Bool(_)))) => DType::Bool,
             None => {
                 let big = parts
                     .iter()
@@ -330,9 +300,7 @@ impl Cx<'_> {
             other => {
                 let sym = if op == UnOp::Neg { "-" } else { "!" };
                 let l = self.describe(&other);
-                return self.fail(
-                    Diagnostic::error(span, format!("cannot apply `{sym}` to this value")).label(l),
-                );
+                return self.fail(Diagnostic::error(span, format!("cannot apply `{sym}` to this value")).label(l));
             }
         };
         let d = self.ty(id).dtype().unwrap();
@@ -347,8 +315,7 @@ impl Cx<'_> {
             UnOp::Neg => UnaryOp::Neg,
             UnOp::Not if d.is_float() => {
                 return self.fail(
-                    Diagnostic::error(span, format!("cannot apply `!` to {d}"))
-                        .label("needs bool or an integer"),
+                    Diagnostic::error(span, format!("cannot apply `!` to {d}")).label("needs bool or an integer"),
                 );
             }
             UnOp::Not => UnaryOp::Not,
@@ -376,21 +343,15 @@ impl Cx<'_> {
             return match fold_lits(op, *x, *y) {
                 Some(l) => Ok(Val::Lit(l)),
                 None => self.fail(
-                    Diagnostic::error(
-                        span,
-                        format!("cannot compute `{}` on these literals", op.symbol()),
-                    )
-                    .label("division by zero, overflow, or mismatched literal kinds"),
+                    Diagnostic::error(span, format!("cannot compute `{}` on these literals", op.symbol()))
+                        .label("division by zero, overflow, or mismatched literal kinds"),
                 ),
             };
         }
         for (v, s) in [(&a, sa), (&b, sb)] {
             if !matches!(v, Val::V(_) | Val::Lit(_)) {
                 let l = self.describe(v);
-                return self.fail(
-                    Diagnostic::error(s, format!("`{}` needs numbers or tiles", op.symbol()))
-                        .label(l),
-                );
+                return self.fail(Diagnostic::error(s, format!("`{}` needs numbers or tiles", op.symbol())).label(l));
             }
         }
         let pa = matches!(a, Val::V(id) if self.ty(id).elem.is_ptr());
@@ -403,17 +364,11 @@ impl Cx<'_> {
         use BinOp::*;
         let kind_err = |cx: &mut Self, needs: &str| -> R<Val> {
             let (da, db) = (cx.describe(&parts[0].0), cx.describe(&parts[1].0));
-            let mut e =
-                Diagnostic::error(span, format!("`{}` needs {needs}; found {d}", op.symbol()));
+            let mut e = Diagnostic::error(span, format!("`{}` needs {needs}; found {d}", op.symbol()));
             e = if da == db {
-                e.label(format!(
-                    "both operands are {}",
-                    da.trim_start_matches("this is ")
-                ))
+                e.label(format!("both operands are {}", da.trim_start_matches("this is ")))
             } else {
-                e.label(format!("operands are {d}"))
-                    .with(sa, da)
-                    .with(sb, db)
+                e.label(format!("operands are {d}")).with(sa, da).with(sb, db)
             };
             if matches!(op, BitAnd | BitOr | BitXor) && d.is_float() {
                 e = e.help("to combine conditions, compare first: `(a > 0.0) & (b > 0.0)`; to work on the bits, `bitcast` to an integer type");
@@ -474,8 +429,7 @@ impl Cx<'_> {
                 Ok(Some(c)) => return Ok(self.constant(c, rt.dtype().unwrap())),
                 Ok(None) => {}
                 Err(msg) => {
-                    return self
-                        .fail(Diagnostic::error(span, msg).label("in this constant expression"));
+                    return self.fail(Diagnostic::error(span, msg).label("in this constant expression"));
                 }
             }
         }
@@ -498,12 +452,9 @@ impl Cx<'_> {
             (BinOp::Add, true, false) | (BinOp::Sub, true, false) => (a, sa, b, sb),
             (BinOp::Add, false, true) => (b, sb, a, sa),
             _ => {
-                let mut e = Diagnostic::error(
-                    span,
-                    format!("`{}` is not defined on pointers", op.symbol()),
-                )
-                .label("pointer arithmetic")
-                .note("a pointer can be offset by an integer: `ptr + offsets`, `ptr - n`");
+                let mut e = Diagnostic::error(span, format!("`{}` is not defined on pointers", op.symbol()))
+                    .label("pointer arithmetic")
+                    .note("a pointer can be offset by an integer: `ptr + offsets`, `ptr - n`");
                 if op == BinOp::Mul {
                     e = e.help("scale the offsets instead: `ptr + offs * n`");
                 }
@@ -536,12 +487,7 @@ impl Cx<'_> {
         let pid = self.broadcast_to(pid, &shape, ps)?;
         let off = self.broadcast_to(off, &shape, os)?;
         let t = self.ty(pid).clone();
-        Ok(Val::V(self.emit1(
-            OpKind::PtrAdd,
-            vec![pid, off],
-            t,
-            span,
-        )?))
+        Ok(Val::V(self.emit1(OpKind::PtrAdd, vec![pid, off], t, span)?))
     }
 
     fn index(&mut self, v: Val, vs: Span, items: &[IndexItem], span: Span) -> R<Val> {
@@ -555,14 +501,15 @@ impl Cx<'_> {
             }
         };
         let rank = self.ty(id).shape.len();
-        let full = items
-            .iter()
-            .filter(|i| matches!(i, IndexItem::Full(_)))
-            .count();
+        let full = items.iter().filter(|i| matches!(i, IndexItem::Full(_))).count();
         if full != rank {
-            return self.fail(Diagnostic::error(span, format!("index has {full} `:` but the tile has {rank} axes"))
-                .label(format!("the tile is {}", self.ty(id)))
-                .note("an index keeps every axis with `:` and adds one of size 1 with `None`; tiles cannot be sliced"));
+            return self.fail(
+                Diagnostic::error(span, format!("index has {full} `:` but the tile has {rank} axes"))
+                    .label(format!("the tile is {}", self.ty(id)))
+                    .note(
+                        "an index keeps every axis with `:` and adds one of size 1 with `None`; tiles cannot be sliced",
+                    ),
+            );
         }
         let mut cur = id;
         for (pos, item) in items.iter().enumerate() {
@@ -578,13 +525,7 @@ impl Cx<'_> {
 }
 
 pub(crate) fn fmt_shape(s: &[usize]) -> String {
-    format!(
-        "[{}]",
-        s.iter()
-            .map(|d| d.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
+    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
 }
 
 fn fold_lits(op: BinOp, a: Lit, b: Lit) -> Option<Lit> {
@@ -655,10 +596,7 @@ impl Lit {
 }
 
 /// The candidate closest to `name` by edit distance, if close enough to be a likely typo.
-pub(crate) fn closest<'a>(
-    name: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
     // Every one-letter name is one edit from every other: no suggestion is better than a guess.
     if name.chars().count() < 2 {

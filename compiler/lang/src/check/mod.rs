@@ -12,9 +12,7 @@ mod stmt;
 use std::collections::HashMap;
 
 use crate::diag::{Diagnostic, Span, line_col};
-use crate::ir::{
-    self, ConstValue, DType, Elem, Kernel, KernelParam, Loc, Op, OpKind, Region, Type, ValueId,
-};
+use crate::ir::{self, ConstValue, DType, Elem, Kernel, KernelParam, Loc, Op, OpKind, Region, Type, ValueId};
 use crate::syntax::ast;
 
 /// Values for compile-time parameters, by name (`-D NAME=VALUE`, a run spec, the JIT).
@@ -56,11 +54,7 @@ pub fn kernel_names(file: &ast::File) -> Vec<String> {
 }
 
 /// Checks the file's items (duplicate names) and every kernel with its default bindings.
-pub fn check_file(
-    src: &str,
-    file: &ast::File,
-    bindings: &Bindings,
-) -> (Vec<Kernel>, Vec<Diagnostic>) {
+pub fn check_file(src: &str, file: &ast::File, bindings: &Bindings) -> (Vec<Kernel>, Vec<Diagnostic>) {
     let mut diags = item_diagnostics(file);
     let mut kernels = Vec::new();
     for item in &file.items {
@@ -101,12 +95,7 @@ fn item_diagnostics(file: &ast::File) -> Vec<Diagnostic> {
 }
 
 /// Checks one kernel of `file` with the given compile-time values and returns its IR.
-pub fn check_kernel(
-    src: &str,
-    file: &ast::File,
-    name: &str,
-    bindings: &Bindings,
-) -> Result<Kernel, Vec<Diagnostic>> {
+pub fn check_kernel(src: &str, file: &ast::File, name: &str, bindings: &Bindings) -> Result<Kernel, Vec<Diagnostic>> {
     let Some(def) = find_kernel(file, name) else {
         let names = kernel_names(file);
         return Err(vec![Diagnostic::error(
@@ -262,9 +251,7 @@ impl<'a> Cx<'a> {
         if self.op_count > MAX_OPS {
             return self.fail(
                 Diagnostic::error(span, "kernel too large")
-                    .label(format!(
-                        "more than {MAX_OPS} operations after inlining and unrolling"
-                    ))
+                    .label(format!("more than {MAX_OPS} operations after inlining and unrolling"))
                     .help("unroll fewer iterations or inline fewer helper calls"),
             );
         }
@@ -281,13 +268,7 @@ impl<'a> Cx<'a> {
     }
 
     /// Emits a single-result op.
-    pub fn emit1(
-        &mut self,
-        kind: OpKind,
-        operands: Vec<ValueId>,
-        result: Type,
-        span: Span,
-    ) -> R<ValueId> {
+    pub fn emit1(&mut self, kind: OpKind, operands: Vec<ValueId>, result: Type, span: Span) -> R<ValueId> {
         Ok(self.emit(kind, operands, vec![result], vec![], span)?[0])
     }
 
@@ -390,26 +371,17 @@ impl<'a> Cx<'a> {
         let (mut warps, mut stages) = (Vec::new(), Vec::new());
         for a in &def.attrs {
             match a.name.name.as_str() {
-                "warps" => {
-                    warps = self.attr_ints(
-                        a,
-                        |n| n.is_power_of_two() && n <= 32,
-                        "powers of two up to 32",
-                    )
-                }
+                "warps" => warps = self.attr_ints(a, |n| n.is_power_of_two() && n <= 32, "powers of two up to 32"),
                 "stages" => stages = self.attr_ints(a, |n| (1..=8).contains(&n), "between 1 and 8"),
                 other => {
                     let known = ["warps", "stages"].into_iter().find(|k| other.ends_with(k));
                     self.error(
-                        Diagnostic::error(
-                            a.name.span,
-                            format!("unknown kernel attribute `{other}`"),
-                        )
-                        .label("not a kernel attribute")
-                        .help(match known {
-                            Some(k) => format!("write `#[{k}(..)]`"),
-                            None => "kernels take `#[warps(..)]` and `#[stages(..)]`".to_string(),
-                        }),
+                        Diagnostic::error(a.name.span, format!("unknown kernel attribute `{other}`"))
+                            .label("not a kernel attribute")
+                            .help(match known {
+                                Some(k) => format!("write `#[{k}(..)]`"),
+                                None => "kernels take `#[warps(..)]` and `#[stages(..)]`".to_string(),
+                            }),
                     );
                 }
             }
@@ -422,20 +394,21 @@ impl<'a> Cx<'a> {
         for p in &def.params {
             if let Some(prev) = seen.insert(&p.name.name, p.name.span) {
                 self.error(
-                    Diagnostic::error(
-                        p.name.span,
-                        format!("parameter `{}` is declared twice", p.name.name),
-                    )
-                    .label("second declaration")
-                    .with(prev, "first declared here"),
+                    Diagnostic::error(p.name.span, format!("parameter `{}` is declared twice", p.name.name))
+                        .label("second declaration")
+                        .with(prev, "first declared here"),
                 );
                 continue;
             }
             // A parameter without a usable type is bound as poisoned, so its uses report nothing more.
             let Some(te) = &p.ty else {
-                self.error(Diagnostic::error(p.span, format!("kernel parameter `{}` needs a type", p.name.name))
-                    .label("no type")
-                    .help("write `name: f32` for a scalar, `name: *f32` to read memory, `name: *mut f32` to write it"));
+                self.error(
+                    Diagnostic::error(p.span, format!("kernel parameter `{}` needs a type", p.name.name))
+                        .label("no type")
+                        .help(
+                            "write `name: f32` for a scalar, `name: *f32` to read memory, `name: *mut f32` to write it",
+                        ),
+                );
                 self.bind(&p.name.name, Val::Poison, false);
                 continue;
             };
@@ -443,10 +416,7 @@ impl<'a> Cx<'a> {
                 self.bind(&p.name.name, Val::Poison, false);
                 continue;
             };
-            let v = self.new_value(Type {
-                elem,
-                shape: vec![],
-            });
+            let v = self.new_value(Type { elem, shape: vec![] });
             self.param_decls.insert(v, (p.name.name.clone(), te.span()));
             params.push(KernelParam {
                 name: p.name.name.clone(),
@@ -502,11 +472,7 @@ impl<'a> Cx<'a> {
         }
         if a.args.is_empty() {
             self.error(
-                Diagnostic::error(
-                    a.span,
-                    format!("`#[{}]` needs at least one value", a.name.name),
-                )
-                .label("empty"),
+                Diagnostic::error(a.span, format!("`#[{}]` needs at least one value", a.name.name)).label("empty"),
             );
         }
         out
@@ -522,10 +488,7 @@ impl<'a> Cx<'a> {
                 self.error(
                     Diagnostic::error(
                         def.name.span,
-                        format!(
-                            "kernel `{}` has no compile-time parameter `{name}`",
-                            def.name.name
-                        ),
+                        format!("kernel `{}` has no compile-time parameter `{name}`", def.name.name),
                     )
                     .label("given a value for it")
                     .note(format!(
@@ -558,16 +521,12 @@ impl<'a> Cx<'a> {
                 },
                 ast::TypeExpr::Ptr { span, .. } => {
                     self.error(
-                        Diagnostic::error(*span, "a compile-time parameter cannot be a pointer")
-                            .label("pointer type"),
+                        Diagnostic::error(*span, "a compile-time parameter cannot be a pointer").label("pointer type"),
                     );
                     continue;
                 }
             };
-            let given = bindings
-                .iter()
-                .find(|(n, _)| n == &c.name.name)
-                .map(|(_, v)| *v);
+            let given = bindings.iter().find(|(n, _)| n == &c.name.name).map(|(_, v)| *v);
             let value = match (given, &c.value) {
                 (Some(v), _) => Some(v),
                 (None, ast::ConstValueSpec::Default(e)) => self.const_param_value(e, kind),
@@ -579,20 +538,25 @@ impl<'a> Cx<'a> {
                         Some(e) => self.const_param_value(e, kind),
                         None => {
                             self.error(
-                                Diagnostic::error(
-                                    c.span,
-                                    format!("`{}` has an empty list of choices", c.name.name),
-                                )
-                                .label("no candidates"),
+                                Diagnostic::error(c.span, format!("`{}` has an empty list of choices", c.name.name))
+                                    .label("no candidates"),
                             );
                             None
                         }
                     }
                 }
                 (None, ast::ConstValueSpec::Required) => {
-                    self.error(Diagnostic::error(c.name.span, format!("no value for compile-time parameter `{}`", c.name.name))
+                    self.error(
+                        Diagnostic::error(
+                            c.name.span,
+                            format!("no value for compile-time parameter `{}`", c.name.name),
+                        )
                         .label("has no default")
-                        .help(format!("pass one with `-D {}=VALUE`, or give it a default: `const {}: .. = VALUE`", c.name.name, c.name.name)));
+                        .help(format!(
+                            "pass one with `-D {}=VALUE`, or give it a default: `const {}: .. = VALUE`",
+                            c.name.name, c.name.name
+                        )),
+                    );
                     None
                 }
             };
@@ -606,11 +570,8 @@ impl<'a> Cx<'a> {
                     let (lo, hi) = crate::interp::scalar::int_range(d);
                     if (i as i128) < lo || (i as i128) > hi {
                         self.error(
-                            Diagnostic::error(
-                                c.name.span,
-                                format!("`{}` = {i} does not fit in {d}", c.name.name),
-                            )
-                            .label(format!("declared as {d}, which holds {lo}..={hi}")),
+                            Diagnostic::error(c.name.span, format!("`{}` = {i} does not fit in {d}", c.name.name))
+                                .label(format!("declared as {d}, which holds {lo}..={hi}")),
                         );
                         self.bind(&c.name.name, Val::Poison, false);
                         continue;
@@ -622,11 +583,10 @@ impl<'a> Cx<'a> {
                 (Some(DType::F32), ConstValue::Int(i)) => ConstValue::Float(i as f64),
                 (_, v) => {
                     self.error(
-                        Diagnostic::error(c.name.span, format!("`{}` cannot be {v}", c.name.name))
-                            .label(format!(
-                                "declared as {}",
-                                kind.map_or("dtype".to_string(), |d| d.to_string())
-                            )),
+                        Diagnostic::error(c.name.span, format!("`{}` cannot be {v}", c.name.name)).label(format!(
+                            "declared as {}",
+                            kind.map_or("dtype".to_string(), |d| d.to_string())
+                        )),
                     );
                     self.bind(&c.name.name, Val::Poison, false);
                     continue;
@@ -653,12 +613,10 @@ impl<'a> Cx<'a> {
             _ => None,
         };
         if c.is_none() {
-            self.error(
-                Diagnostic::error(e.span, "expected a constant").label(format!(
-                    "expected {}",
-                    kind.map_or("a dtype".to_string(), |d| format!("a constant {d}"))
-                )),
-            );
+            self.error(Diagnostic::error(e.span, "expected a constant").label(format!(
+                "expected {}",
+                kind.map_or("a dtype".to_string(), |d| format!("a constant {d}"))
+            )));
         }
         c
     }
@@ -667,19 +625,13 @@ impl<'a> Cx<'a> {
     pub fn resolve_type(&mut self, t: &ast::TypeExpr) -> R<Elem> {
         match t {
             ast::TypeExpr::Named(n) => Ok(Elem::Scalar(self.resolve_dtype(n)?)),
-            ast::TypeExpr::Ptr {
-                mutable,
-                pointee,
-                span,
-            } => match self.resolve_type(pointee)? {
+            ast::TypeExpr::Ptr { mutable, pointee, span } => match self.resolve_type(pointee)? {
                 Elem::Scalar(d) => Ok(Elem::Ptr {
                     pointee: d,
                     mutable: *mutable,
                 }),
-                Elem::Ptr { .. } => self.fail(
-                    Diagnostic::error(*span, "pointers to pointers are not supported")
-                        .label("nested pointer"),
-                ),
+                Elem::Ptr { .. } => self
+                    .fail(Diagnostic::error(*span, "pointers to pointers are not supported").label("nested pointer")),
             },
         }
     }
@@ -692,14 +644,11 @@ impl<'a> Cx<'a> {
             Some(Val::DType(d)) => Ok(d),
             Some(Val::Poison) => Err(Reported),
             _ => {
-                let mut d = Diagnostic::error(n.span, format!("unknown type `{}`", n.name))
-                    .label("not a type");
+                let mut d = Diagnostic::error(n.span, format!("unknown type `{}`", n.name)).label("not a type");
                 if let Some(s) = suggest_dtype(&n.name) {
                     d = d.help(format!("did you mean `{s}`?"));
                 } else {
-                    d = d.note(
-                        "types are bool, i8..i64, u8..u64, f16, bf16, f32, f64, f8e4m3, f8e5m2",
-                    );
+                    d = d.note("types are bool, i8..i64, u8..u64, f16, bf16, f32, f64, f8e4m3, f8e5m2");
                 }
                 self.fail(d)
             }
@@ -770,11 +719,10 @@ fn dce(r: &mut Region) {
 fn renumber(k: &mut Kernel) {
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     let mut types = Vec::new();
-    let add =
-        |v: ValueId, map: &mut HashMap<ValueId, ValueId>, types: &mut Vec<Type>, old: &[Type]| {
-            map.insert(v, ValueId(types.len() as u32));
-            types.push(old[v.0 as usize].clone());
-        };
+    let add = |v: ValueId, map: &mut HashMap<ValueId, ValueId>, types: &mut Vec<Type>, old: &[Type]| {
+        map.insert(v, ValueId(types.len() as u32));
+        types.push(old[v.0 as usize].clone());
+    };
     for p in &k.params {
         add(p.value, &mut map, &mut types, &k.values);
     }

@@ -25,9 +25,7 @@ impl Cx<'_> {
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
         match s {
-            Stmt::Let {
-                pattern, ty, value, ..
-            } => {
+            Stmt::Let { pattern, ty, value, .. } => {
                 let v = self.expr(value).and_then(|v| match ty {
                     Some(t) => self.annotate(v, t, value.span),
                     None => Ok(v),
@@ -66,9 +64,7 @@ impl Cx<'_> {
                         .help(format!("convert it with `.to({elem})`")),
                 )
             }
-            _ => self.fail(
-                Diagnostic::error(span, "mismatched types").label(format!("expected {elem}")),
-            ),
+            _ => self.fail(Diagnostic::error(span, "mismatched types").label(format!("expected {elem}"))),
         }
     }
 
@@ -84,8 +80,7 @@ impl Cx<'_> {
                 if *mutable && !matches!(v, Val::V(_) | Val::Poison) {
                     self.bind(&name.name, Val::Poison, true);
                     return self.fail(
-                        Diagnostic::error(name.span, "only tiles and scalars can be mutable")
-                            .label("cannot be `mut`"),
+                        Diagnostic::error(name.span, "only tiles and scalars can be mutable").label("cannot be `mut`"),
                     );
                 }
                 self.bind(&name.name, v, *mutable);
@@ -138,25 +133,13 @@ impl Cx<'_> {
         }
     }
 
-    fn assign(
-        &mut self,
-        target: &ast::Ident,
-        op: Option<ast::BinOp>,
-        value: &Expr,
-        span: Span,
-    ) -> R<()> {
+    fn assign(&mut self, target: &ast::Ident, op: Option<ast::BinOp>, value: &Expr, span: Span) -> R<()> {
         let Some((scope, b)) = self.lookup(&target.name).map(|(i, b)| (i, b.clone())) else {
             let _ = self.expr(value);
             return self.fail(
-                Diagnostic::error(
-                    target.span,
-                    format!("cannot find variable `{}`", target.name),
-                )
-                .label("not declared")
-                .help(format!(
-                    "declare it first: `let mut {} = ...;`",
-                    target.name
-                )),
+                Diagnostic::error(target.span, format!("cannot find variable `{}`", target.name))
+                    .label("not declared")
+                    .help(format!("declare it first: `let mut {} = ...;`", target.name)),
             );
         };
         if !b.mutable {
@@ -164,10 +147,7 @@ impl Cx<'_> {
             return self.fail(
                 Diagnostic::error(
                     target.span,
-                    format!(
-                        "cannot assign twice to immutable variable `{}`",
-                        target.name
-                    ),
+                    format!("cannot assign twice to immutable variable `{}`", target.name),
                 )
                 .label("assigned here")
                 .help(format!("declare it with `let mut {}`", target.name)),
@@ -186,9 +166,7 @@ impl Cx<'_> {
                 let want = self.ty(old).clone();
                 match r {
                     Val::V(v)
-                        if self.ty(v).shape == want.shape
-                            && self.ty(v).elem != want.elem
-                            && !want.elem.is_ptr() =>
+                        if self.ty(v).shape == want.shape && self.ty(v).elem != want.elem && !want.elem.is_ptr() =>
                     {
                         Val::V(self.cast(v, want.elem.dtype().unwrap(), span)?)
                     }
@@ -196,38 +174,19 @@ impl Cx<'_> {
                 }
             }
         };
-        let new = self.coerce_to(
-            new,
-            &self.ty(old).clone(),
-            value.span,
-            &target.name,
-            "variable",
-        )?;
+        let new = self.coerce_to(new, &self.ty(old).clone(), value.span, &target.name, "variable")?;
         self.scopes[scope].names.get_mut(&target.name).unwrap().val = Val::V(new);
         Ok(())
     }
 
     /// A value for a slot of type `want`: literals take the type, tiles must already have it.
-    pub fn coerce_to(
-        &mut self,
-        v: Val,
-        want: &Type,
-        span: Span,
-        name: &str,
-        what: &str,
-    ) -> R<ValueId> {
+    pub fn coerce_to(&mut self, v: Val, want: &Type, span: Span, name: &str, what: &str) -> R<ValueId> {
         match v {
-            Val::Lit(_) if want.is_scalar() && !want.elem.is_ptr() => {
-                self.lit_value(v, want.dtype().unwrap(), span)
-            }
+            Val::Lit(_) if want.is_scalar() && !want.elem.is_ptr() => self.lit_value(v, want.dtype().unwrap(), span),
             Val::V(id) if self.ty(id) == want => Ok(id),
             Val::V(id) => {
                 let found = self.ty(id).clone();
-                let change = if found.elem == want.elem {
-                    "shape"
-                } else {
-                    "type"
-                };
+                let change = if found.elem == want.elem { "shape" } else { "type" };
                 let mut d = Diagnostic::error(span, format!("{what} `{name}` changes {change}"))
                     .label(format!("this is {found}, but `{name}` is {want}"));
                 if found.shape == want.shape && !found.elem.is_ptr() && !want.elem.is_ptr() {
@@ -247,8 +206,7 @@ impl Cx<'_> {
             }
             Val::Poison => Err(Reported),
             _ => self.fail(
-                Diagnostic::error(span, format!("cannot assign this to `{name}`"))
-                    .label(format!("expected {want}")),
+                Diagnostic::error(span, format!("cannot assign this to `{name}`")).label(format!("expected {want}")),
             ),
         }
     }
@@ -275,11 +233,8 @@ impl Cx<'_> {
                         Some(n) if (1..=8).contains(&n) => stages = Some(n as u32),
                         _ => {
                             self.error(
-                                Diagnostic::error(
-                                    a.args[0].span,
-                                    "`#[stages(..)]` takes a constant between 1 and 8",
-                                )
-                                .label("not a valid stage count"),
+                                Diagnostic::error(a.args[0].span, "`#[stages(..)]` takes a constant between 1 and 8")
+                                    .label("not a valid stage count"),
                             );
                             bad_attr = true;
                         }
@@ -295,12 +250,9 @@ impl Cx<'_> {
                 }
                 _ => {
                     self.error(
-                        Diagnostic::error(
-                            a.name.span,
-                            format!("unknown loop attribute `{}`", a.name.name),
-                        )
-                        .label("not a loop attribute")
-                        .help("loops take `#[unroll]` or `#[stages(N)]`"),
+                        Diagnostic::error(a.name.span, format!("unknown loop attribute `{}`", a.name.name))
+                            .label("not a loop attribute")
+                            .help("loops take `#[unroll]` or `#[stages(N)]`"),
                     );
                     bad_attr = true;
                 }
@@ -327,18 +279,14 @@ impl Cx<'_> {
             (&step, f.step.as_ref().unwrap_or(&f.end)),
         ] {
             match v {
-                Val::V(id)
-                    if self.ty(*id).is_scalar()
-                        && self.ty(*id).dtype().is_some_and(|x| x.is_int()) =>
-                {
+                Val::V(id) if self.ty(*id).is_scalar() && self.ty(*id).dtype().is_some_and(|x| x.is_int()) => {
                     let x = self.ty(*id).dtype().unwrap();
                     d = Some(d.map_or(x, |y| DType::promote(x, y)));
                 }
                 Val::Lit(Lit::Int(_)) => {}
                 _ => {
                     return self.fail(
-                        Diagnostic::error(e.span, "loop bounds must be integer scalars")
-                            .label(self.describe(v)),
+                        Diagnostic::error(e.span, "loop bounds must be integer scalars").label(self.describe(v)),
                     );
                 }
             }
@@ -350,10 +298,7 @@ impl Cx<'_> {
             (step.clone(), f.step.as_ref().unwrap_or(&f.end)),
         ]
         .into_iter()
-        .map(|(v, e)| {
-            self.value(v, e.span, Some(d))
-                .and_then(|id| self.cast(id, d, e.span))
-        })
+        .map(|(v, e)| self.value(v, e.span, Some(d)).and_then(|id| self.cast(id, d, e.span)))
         .collect::<R<_>>()?;
         if let Val::Lit(Lit::Int(s)) = step
             && s <= 0
@@ -413,10 +358,7 @@ impl Cx<'_> {
             OpKind::For { stages },
             operands,
             types,
-            vec![Region {
-                args: region_args,
-                ops,
-            }],
+            vec![Region { args: region_args, ops }],
             f.span,
         )?;
         for (name, r) in kept.iter().zip(results) {
@@ -426,35 +368,22 @@ impl Cx<'_> {
     }
 
     fn unrolled(&mut self, f: &ForLoop, start: Val, end: Val, step: Val) -> R<()> {
-        let (Some(s), Some(e), Some(st)) = (
-            self.const_int(&start),
-            self.const_int(&end),
-            self.const_int(&step),
-        ) else {
+        let (Some(s), Some(e), Some(st)) = (self.const_int(&start), self.const_int(&end), self.const_int(&step)) else {
             return self.fail(
-                Diagnostic::error(
-                    f.start.span.to(f.end.span),
-                    "an `#[unroll]` loop needs constant bounds",
-                )
-                .label("not known at compile time")
-                .help("remove `#[unroll]` to loop at run time"),
+                Diagnostic::error(f.start.span.to(f.end.span), "an `#[unroll]` loop needs constant bounds")
+                    .label("not known at compile time")
+                    .help("remove `#[unroll]` to loop at run time"),
             );
         };
         if st <= 0 {
-            return self.fail(
-                Diagnostic::error(f.span, "loop step must be positive")
-                    .label(format!("step is {st}")),
-            );
+            return self.fail(Diagnostic::error(f.span, "loop step must be positive").label(format!("step is {st}")));
         }
         let count = if e > s { (e - s + st - 1) / st } else { 0 };
         if count > MAX_UNROLL {
             return self.fail(
-                Diagnostic::error(
-                    f.start.span.to(f.end.span),
-                    format!("cannot unroll {count} iterations"),
-                )
-                .label(format!("the limit is {MAX_UNROLL}"))
-                .help("remove `#[unroll]` to loop at run time"),
+                Diagnostic::error(f.start.span.to(f.end.span), format!("cannot unroll {count} iterations"))
+                    .label(format!("the limit is {MAX_UNROLL}"))
+                    .help("remove `#[unroll]` to loop at run time"),
             );
         }
         let d = match &start {
@@ -492,14 +421,7 @@ impl Cx<'_> {
 
     // ---- if -----------------------------------------------------------------------------------
 
-    pub fn if_expr(
-        &mut self,
-        cond: &Expr,
-        then: &Block,
-        els: Option<&Expr>,
-        span: Span,
-        want_value: bool,
-    ) -> R<Val> {
+    pub fn if_expr(&mut self, cond: &Expr, then: &Block, els: Option<&Expr>, span: Span, want_value: bool) -> R<Val> {
         let c = self.expr(cond)?;
         if let Some(b) = self.const_bool(&c) {
             return match (b, els) {
@@ -512,8 +434,8 @@ impl Cx<'_> {
             Val::V(id) if *self.ty(id) == Type::scalar(DType::Bool) => id,
             Val::Poison => return Err(Reported),
             other => {
-                let mut d = Diagnostic::error(cond.span, "`if` needs a scalar bool condition")
-                    .label(self.describe(&other));
+                let mut d =
+                    Diagnostic::error(cond.span, "`if` needs a scalar bool condition").label(self.describe(&other));
                 if matches!(other, Val::V(id) if !self.ty(id).is_scalar()) {
                     d = d.help("use `where(cond, a, b)` to choose element by element");
                 }
@@ -536,9 +458,7 @@ impl Cx<'_> {
             }
         }
         // Each branch runs in a scope holding copies of the assigned variables.
-        let branch = |cx: &mut Self,
-                      body: Option<&dyn Fn(&mut Self) -> R<Val>>|
-         -> R<(Vec<Op>, Vec<ValueId>, Val)> {
+        let branch = |cx: &mut Self, body: Option<&dyn Fn(&mut Self) -> R<Val>>| -> R<(Vec<Op>, Vec<ValueId>, Val)> {
             cx.push_scope(false);
             for (n, id) in &kept {
                 let mutable = cx.lookup(n).is_some_and(|(_, b)| b.mutable);
@@ -577,14 +497,7 @@ impl Cx<'_> {
                 );
             }
             // Literals adapt to the other branch; the values then need one type.
-            let (tv, ev) = self.unify_branches(
-                t_val,
-                e_val,
-                then.span,
-                els.unwrap().span,
-                &mut t_ops,
-                &mut e_ops,
-            )?;
+            let (tv, ev) = self.unify_branches(t_val, e_val, then.span, els.unwrap().span, &mut t_ops, &mut e_ops)?;
             types.push(self.ty(tv).clone());
             t_yield.push(tv);
             e_yield.push(ev);
@@ -634,12 +547,7 @@ impl Cx<'_> {
         ops_a: &mut Vec<Op>,
         ops_b: &mut Vec<Op>,
     ) -> R<(ValueId, ValueId)> {
-        let in_region = |cx: &mut Self,
-                         ops: &mut Vec<Op>,
-                         v: Val,
-                         span: Span,
-                         d: Option<DType>|
-         -> R<ValueId> {
+        let in_region = |cx: &mut Self, ops: &mut Vec<Op>, v: Val, span: Span, d: Option<DType>| -> R<ValueId> {
             cx.regions.push(std::mem::take(ops));
             let r = cx.value(v, span, d);
             *ops = cx.regions.pop().unwrap();
@@ -667,13 +575,11 @@ impl Cx<'_> {
                 Diagnostic::error(sb, "`if` and `else` have different types")
                     .label(format!("this is {tb}"))
                     .with(sa, format!("this is {ta}"))
-                    .help(
-                        if ta.shape == tb.shape && !ta.elem.is_ptr() && !tb.elem.is_ptr() {
-                            format!("convert one branch, e.g. `.to({})`", ta.elem)
-                        } else {
-                            "both branches need the same dtype and shape".to_string()
-                        },
-                    ),
+                    .help(if ta.shape == tb.shape && !ta.elem.is_ptr() && !tb.elem.is_ptr() {
+                        format!("convert one branch, e.g. `.to({})`", ta.elem)
+                    } else {
+                        "both branches need the same dtype and shape".to_string()
+                    }),
             );
         }
         Ok((va, vb))
@@ -690,9 +596,7 @@ fn walk_block(b: &Block, locals: &mut Vec<HashSet<String>>, out: &mut Vec<(Strin
             }
             Stmt::Assign { target, value, .. } => {
                 walk_expr(value, locals, out);
-                if !locals.iter().any(|l| l.contains(&target.name))
-                    && !out.iter().any(|(n, _)| n == &target.name)
-                {
+                if !locals.iter().any(|l| l.contains(&target.name)) && !out.iter().any(|(n, _)| n == &target.name) {
                     out.push((target.name.clone(), target.span));
                 }
             }
@@ -733,14 +637,8 @@ fn walk_expr(e: &Expr, locals: &mut Vec<HashSet<String>>, out: &mut Vec<(String,
             walk_expr(recv, locals, out);
             args.iter().for_each(|a| walk_expr(&a.value, locals, out));
         }
-        ExprKind::Tuple(xs) | ExprKind::List(xs) => {
-            xs.iter().for_each(|x| walk_expr(x, locals, out))
-        }
-        ExprKind::Int(_)
-        | ExprKind::Float(_)
-        | ExprKind::Bool(_)
-        | ExprKind::Str(_)
-        | ExprKind::Name(_) => {}
+        ExprKind::Tuple(xs) | ExprKind::List(xs) => xs.iter().for_each(|x| walk_expr(x, locals, out)),
+        ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::Name(_) => {}
     }
 }
 

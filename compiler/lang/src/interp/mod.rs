@@ -78,12 +78,7 @@ pub type Output = Vec<String>;
 
 /// Runs `kernel` over `grid` programs. Pointer parameters take `Arg::Buffer` and are bound to
 /// `buffers`; the kernel's stores land there.
-pub fn run(
-    kernel: &Kernel,
-    grid: [u32; 3],
-    args: &[Arg],
-    buffers: &mut [Buffer],
-) -> Result<Output, InterpError> {
+pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]) -> Result<Output, InterpError> {
     let top = |m: String| InterpError {
         message: m,
         op: String::new(),
@@ -116,24 +111,16 @@ pub fn run(
                 }
                 Tile {
                     shape: vec![],
-                    data: Data::P(vec![Ptr {
-                        buf: *i as u32,
-                        off: 0,
-                    }]),
+                    data: Data::P(vec![Ptr { buf: *i as u32, off: 0 }]),
                 }
             }
             (Elem::Scalar(d), Arg::Scalar(e)) => {
                 let ok = matches!(
                     (e, d.is_float(), d.is_bool()),
-                    (Scalar::F(_), true, _)
-                        | (Scalar::B(_), _, true)
-                        | (Scalar::I(_), false, false)
+                    (Scalar::F(_), true, _) | (Scalar::B(_), _, true) | (Scalar::I(_), false, false)
                 );
                 if !ok {
-                    return Err(top(format!(
-                        "parameter `{}` is {d}; the argument {e:?} is not",
-                        p.name
-                    )));
+                    return Err(top(format!("parameter `{}` is {d}; the argument {e:?} is not", p.name)));
                 }
                 Tile::scalar(*e)
             }
@@ -270,11 +257,7 @@ impl Machine<'_> {
         Ok(vec![])
     }
 
-    fn elementwise(
-        &self,
-        op: &Op,
-        f: impl Fn(&[Scalar]) -> Result<Scalar, &'static str>,
-    ) -> Result<Tile, InterpError> {
+    fn elementwise(&self, op: &Op, f: impl Fn(&[Scalar]) -> Result<Scalar, &'static str>) -> Result<Tile, InterpError> {
         let ins: Vec<&[Scalar]> = op.operands.iter().map(|v| self.get(*v).elems()).collect();
         let n = ins.first().map_or(0, |x| x.len());
         let mut out = Vec::with_capacity(n);
@@ -286,10 +269,7 @@ impl Machine<'_> {
             out.push(f(&args).map_err(|m| {
                 self.err(
                     op,
-                    format!(
-                        "{m} at element {:?}",
-                        unflatten(i, &self.get(op.operands[0]).shape)
-                    ),
+                    format!("{m} at element {:?}", unflatten(i, &self.get(op.operands[0]).shape)),
                 )
             })?);
         }
@@ -311,14 +291,8 @@ impl Machine<'_> {
                 };
                 self.set(res(0), Tile::scalar(e));
             }
-            OpKind::ProgramId(a) => self.set(
-                res(0),
-                Tile::scalar(Scalar::I(self.pid[*a as usize] as i64)),
-            ),
-            OpKind::NumPrograms(a) => self.set(
-                res(0),
-                Tile::scalar(Scalar::I(self.grid[*a as usize] as i64)),
-            ),
+            OpKind::ProgramId(a) => self.set(res(0), Tile::scalar(Scalar::I(self.pid[*a as usize] as i64))),
+            OpKind::NumPrograms(a) => self.set(res(0), Tile::scalar(Scalar::I(self.grid[*a as usize] as i64))),
             OpKind::Arange { start, end } => {
                 let data = (*start..*end).map(Scalar::I).collect();
                 self.set(
@@ -338,13 +312,7 @@ impl Machine<'_> {
                 let t = x.gather(to.clone(), |i| {
                     let idx = unflatten(i, &to);
                     (0..from.len())
-                        .map(|d| {
-                            if from[d] == 1 {
-                                0
-                            } else {
-                                idx[d + off] * xs[d]
-                            }
-                        })
+                        .map(|d| if from[d] == 1 { 0 } else { idx[d + off] * xs[d] })
                         .sum()
                 });
                 self.set(res(0), t);
@@ -360,22 +328,15 @@ impl Machine<'_> {
                 let xs = strides(&x.shape);
                 let t = x.gather(to.clone(), |i| {
                     let idx = unflatten(i, &to);
-                    p.iter()
-                        .enumerate()
-                        .map(|(r, &src_axis)| idx[r] * xs[src_axis])
-                        .sum()
+                    p.iter().enumerate().map(|(r, &src_axis)| idx[r] * xs[src_axis]).sum()
                 });
                 self.set(res(0), t);
             }
             OpKind::Join => {
                 let (a, b) = (self.get(op.operands[0]), self.get(op.operands[1]));
                 let data = match (&a.data, &b.data) {
-                    (Data::E(x), Data::E(y)) => {
-                        Data::E(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect())
-                    }
-                    (Data::P(x), Data::P(y)) => {
-                        Data::P(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect())
-                    }
+                    (Data::E(x), Data::E(y)) => Data::E(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect()),
+                    (Data::P(x), Data::P(y)) => Data::P(x.iter().zip(y).flat_map(|(p, q)| [*p, *q]).collect()),
                     _ => unreachable!("verified: join of one type"),
                 };
                 self.set(
@@ -406,8 +367,7 @@ impl Machine<'_> {
             }
             OpKind::Cmp(c) => {
                 let d = self.dtype(op.operands[0]);
-                let t =
-                    self.elementwise(op, |a| Ok(Scalar::B(scalar::compare(*c, d, a[0], a[1]))))?;
+                let t = self.elementwise(op, |a| Ok(Scalar::B(scalar::compare(*c, d, a[0], a[1]))))?;
                 self.set(res(0), t);
             }
             OpKind::Fma => {
@@ -426,22 +386,14 @@ impl Machine<'_> {
                     self.get(op.operands[1]),
                     self.get(op.operands[2]),
                 );
-                let mask: Vec<bool> = c
-                    .elems()
-                    .iter()
-                    .map(|e| matches!(e, Scalar::B(true)))
-                    .collect();
+                let mask: Vec<bool> = c.elems().iter().map(|e| matches!(e, Scalar::B(true))).collect();
                 let data = match (&a.data, &b.data) {
-                    (Data::E(x), Data::E(y)) => Data::E(
-                        (0..x.len())
-                            .map(|i| if mask[i] { x[i] } else { y[i] })
-                            .collect(),
-                    ),
-                    (Data::P(x), Data::P(y)) => Data::P(
-                        (0..x.len())
-                            .map(|i| if mask[i] { x[i] } else { y[i] })
-                            .collect(),
-                    ),
+                    (Data::E(x), Data::E(y)) => {
+                        Data::E((0..x.len()).map(|i| if mask[i] { x[i] } else { y[i] }).collect())
+                    }
+                    (Data::P(x), Data::P(y)) => {
+                        Data::P((0..x.len()).map(|i| if mask[i] { x[i] } else { y[i] }).collect())
+                    }
                     _ => unreachable!("verified: select of one type"),
                 };
                 self.set(
@@ -460,9 +412,7 @@ impl Machine<'_> {
             }
             OpKind::Bitcast => {
                 let (from, to) = (self.dtype(op.operands[0]), rt.unwrap().dtype().unwrap());
-                let t = self.elementwise(op, |a| {
-                    Ok(scalar::from_bits(to, scalar::to_bits(from, a[0])))
-                })?;
+                let t = self.elementwise(op, |a| Ok(scalar::from_bits(to, scalar::to_bits(from, a[0]))))?;
                 self.set(res(0), t);
             }
             OpKind::PtrAdd => {
@@ -529,12 +479,7 @@ impl Machine<'_> {
                             }
                             let better = match best {
                                 None => true,
-                                Some((_, b)) => scalar::compare(
-                                    if *max { CmpOp::Gt } else { CmpOp::Lt },
-                                    d,
-                                    v,
-                                    b,
-                                ),
+                                Some((_, b)) => scalar::compare(if *max { CmpOp::Gt } else { CmpOp::Lt }, d, v, b),
                             };
                             if better {
                                 best = Some((k, v));
@@ -555,11 +500,7 @@ impl Machine<'_> {
                 let t = self.reduce_with_region(op, *axis, &op.regions[0])?;
                 self.set(res(0), t);
             }
-            OpKind::Scan {
-                op: r,
-                axis,
-                reverse,
-            } => {
+            OpKind::Scan { op: r, axis, reverse } => {
                 let d = self.dtype(op.operands[0]);
                 let b = reduce_binop(*r);
                 let t = self.scan(op, *axis, *reverse, &mut |_, acc, x| {
@@ -569,9 +510,7 @@ impl Machine<'_> {
             }
             OpKind::ScanWith { axis, reverse } => {
                 let region = op.regions[0].clone();
-                let t = self.scan(op, *axis, *reverse, &mut |m, acc, x| {
-                    m.combine(&region, acc, x)
-                })?;
+                let t = self.scan(op, *axis, *reverse, &mut |m, acc, x| m.combine(&region, acc, x))?;
                 self.set(res(0), t);
             }
             OpKind::For { .. } => {
@@ -588,10 +527,7 @@ impl Machine<'_> {
                 if step <= 0 {
                     return Err(self.err(op, format!("loop step is {step}; it must be positive")));
                 }
-                let mut carried: Vec<Tile> = op.operands[3..]
-                    .iter()
-                    .map(|v| self.get(*v).clone())
-                    .collect();
+                let mut carried: Vec<Tile> = op.operands[3..].iter().map(|v| self.get(*v).clone()).collect();
                 let body = &op.regions[0];
                 let lt = |a: i64, b: i64| {
                     if d.is_unsigned() {
@@ -636,9 +572,9 @@ impl Machine<'_> {
                     i % last == 0
                         || !matches!((xs[i - 1], xs[i]), (Scalar::I(a), Scalar::I(b)) if b == a.wrapping_add(1))
                 };
-                if let Some(i) = (0..xs.len()).find(|&i| {
-                    starts_run(i) && matches!(xs[i], Scalar::I(v) if v.rem_euclid(*n as i64) != 0)
-                }) {
+                if let Some(i) = (0..xs.len())
+                    .find(|&i| starts_run(i) && matches!(xs[i], Scalar::I(v) if v.rem_euclid(*n as i64) != 0))
+                {
                     return Err(self.err(op, format!("the hint is wrong: element {:?} is {:?}, which starts a run of consecutive values but is not a multiple of {n}", unflatten(i, &x.shape), xs[i])));
                 }
                 let t = x.clone();
@@ -654,7 +590,14 @@ impl Machine<'_> {
                         && let (Scalar::I(a), Scalar::I(b)) = (pair[0], pair[1])
                         && b != a.wrapping_add(1)
                     {
-                        return Err(self.err(op, format!("the hint is wrong: elements {:?} and {:?} are {a} and {b}, not consecutive", unflatten(i, &x.shape), unflatten(i + 1, &x.shape))));
+                        return Err(self.err(
+                            op,
+                            format!(
+                                "the hint is wrong: elements {:?} and {:?} are {a} and {b}, not consecutive",
+                                unflatten(i, &x.shape),
+                                unflatten(i + 1, &x.shape)
+                            ),
+                        ));
                     }
                 }
                 let t = x.clone();
@@ -675,10 +618,7 @@ impl Machine<'_> {
                 if let Some(i) = c.elems().iter().position(|e| matches!(e, Scalar::B(false))) {
                     return Err(self.err(
                         op,
-                        format!(
-                            "assertion failed: {msg} (element {:?})",
-                            unflatten(i, &c.shape)
-                        ),
+                        format!("assertion failed: {msg} (element {:?})", unflatten(i, &c.shape)),
                     ));
                 }
             }
@@ -720,12 +660,7 @@ impl Machine<'_> {
         })
     }
 
-    fn reduce_with_region(
-        &mut self,
-        op: &Op,
-        axis: usize,
-        region: &Region,
-    ) -> Result<Tile, InterpError> {
+    fn reduce_with_region(&mut self, op: &Op, axis: usize, region: &Region) -> Result<Tile, InterpError> {
         let x = self.get(op.operands[0]).clone();
         let (outer, n, inner) = split_axis(&x.shape, axis);
         let xs = x.elems();
@@ -786,11 +721,7 @@ impl Machine<'_> {
         let dacc = self.dtype(op.operands[2]);
         let conv = |e: Scalar| {
             let x = e.as_f64(din);
-            if p == Precision::Tf32 {
-                round_tf32(x)
-            } else {
-                x
-            }
+            if p == Precision::Tf32 { round_tf32(x) } else { x }
         };
         let av: Vec<f64> = a.elems().iter().map(|e| conv(*e)).collect();
         let bv: Vec<f64> = b.elems().iter().map(|e| conv(*e)).collect();
@@ -803,9 +734,7 @@ impl Machine<'_> {
                     for kk in 0..k {
                         s = scalar::wrap(
                             dacc,
-                            s.wrapping_add(
-                                (av[i * k + kk] as i64).wrapping_mul(bv[kk * n + j] as i64),
-                            ),
+                            s.wrapping_add((av[i * k + kk] as i64).wrapping_mul(bv[kk * n + j] as i64)),
                         );
                     }
                     *cell = Scalar::I(s);
@@ -825,14 +754,7 @@ impl Machine<'_> {
     }
 
     /// The buffer element a pointer designates, or an error naming the access.
-    fn locate(
-        &self,
-        op: &Op,
-        p: Ptr,
-        lane: usize,
-        shape: &[usize],
-        verb: &str,
-    ) -> Result<(usize, usize), InterpError> {
+    fn locate(&self, op: &Op, p: Ptr, lane: usize, shape: &[usize], verb: &str) -> Result<(usize, usize), InterpError> {
         let b = &self.buffers[p.buf as usize];
         if p.off < 0 || p.off as u64 >= b.data.len() as u64 {
             let at = if shape.is_empty() {
@@ -901,17 +823,10 @@ impl Machine<'_> {
             unreachable!("verified: pointer operand")
         };
         let d = self.k.ty(op.results[0]).dtype().unwrap();
-        let vals: Vec<Vec<Scalar>> = op.operands[1..]
-            .iter()
-            .map(|v| self.get(*v).elems().to_vec())
-            .collect();
+        let vals: Vec<Vec<Scalar>> = op.operands[1..].iter().map(|v| self.get(*v).elems().to_vec()).collect();
         let nvals = if kind.is_some() { 1 } else { 2 };
         let m = mask.then(|| vals[nvals].clone());
-        let zero = if d.is_float() {
-            Scalar::F(0.0)
-        } else {
-            Scalar::I(0)
-        };
+        let zero = if d.is_float() { Scalar::F(0.0) } else { Scalar::I(0) };
         let mut out = Vec::with_capacity(ps.len());
         for (i, ptr) in ps.iter().enumerate() {
             if m.as_ref().is_some_and(|m| m[i] == Scalar::B(false)) {
@@ -931,8 +846,7 @@ impl Machine<'_> {
                         AtomicOp::Or => BinaryOp::Or,
                         _ => BinaryOp::Xor,
                     };
-                    scalar::binary(bop, d, old, vals[0][i])
-                        .map_err(|e| self.err(op, e.to_string()))?
+                    scalar::binary(bop, d, old, vals[0][i]).map_err(|e| self.err(op, e.to_string()))?
                 }
                 None => {
                     if scalar::compare(CmpOp::Eq, d, old, vals[0][i]) {

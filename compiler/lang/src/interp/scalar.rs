@@ -115,11 +115,7 @@ fn round_minifloat(x: f64, f: Fp8, _rtz: bool) -> f64 {
         return x;
     }
     let emin = 1 - f.bias;
-    let e = if a.is_infinite() {
-        1024
-    } else {
-        exponent(a).max(emin)
-    };
+    let e = if a.is_infinite() { 1024 } else { exponent(a).max(emin) };
     let quantum = 2f64.powi(e - f.man);
     let r = if a.is_infinite() {
         f64::INFINITY
@@ -166,11 +162,7 @@ pub fn decode_fp8(b: u8, f: Fp8) -> f64 {
     let m = (b & ((1 << f.man) - 1)) as f64;
     let emax_field = (1 << (7 - f.man)) - 1;
     if f.ieee && e == emax_field {
-        return if m == 0.0 {
-            sign * f64::INFINITY
-        } else {
-            f64::NAN
-        };
+        return if m == 0.0 { sign * f64::INFINITY } else { f64::NAN };
     }
     if !f.ieee && e == emax_field && m as i32 == (1 << f.man) - 1 {
         return f64::NAN;
@@ -212,11 +204,7 @@ pub fn from_bits(d: DType, b: u64) -> Scalar {
 }
 
 fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    }
+    if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
 }
 
 /// One element of a tile.
@@ -431,12 +419,7 @@ pub fn compare(op: CmpOp, d: DType, a: Scalar, b: Scalar) -> bool {
 }
 
 /// Constant folding for the checker: `Ok(None)` when the op is not folded.
-pub fn fold_binary(
-    kind: &OpKind,
-    d: DType,
-    a: ConstValue,
-    b: ConstValue,
-) -> Result<Option<ConstValue>, String> {
+pub fn fold_binary(kind: &OpKind, d: DType, a: ConstValue, b: ConstValue) -> Result<Option<ConstValue>, String> {
     let (x, y) = (Scalar::from_const(a), Scalar::from_const(b));
     match kind {
         OpKind::Binary(op) => binary(*op, d, x, y)

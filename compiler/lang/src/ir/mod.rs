@@ -208,11 +208,7 @@ pub enum OpKind {
     /// `(x) -> x` with `axis` removed, combining with region 0 (two scalar args, yields one).
     ReduceWith { axis: usize },
     /// `(x) -> x` inclusive prefix sums or products along `axis`.
-    Scan {
-        op: ReduceOp,
-        axis: usize,
-        reverse: bool,
-    },
+    Scan { op: ReduceOp, axis: usize, reverse: bool },
     /// `(x) -> x` inclusive scan combining with region 0.
     ScanWith { axis: usize, reverse: bool },
     /// `(start, end, step, init...) -> final...`; region 0 has args `(i, carried...)` and

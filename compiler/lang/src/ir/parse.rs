@@ -85,9 +85,7 @@ impl Lexer {
                 }
                 i += 1;
                 out.push((Tok::Str(s), line));
-            } else if c.is_ascii_digit()
-                || (c == '-' && b.get(i + 1).is_some_and(|x| x.is_ascii_alphanumeric()))
-            {
+            } else if c.is_ascii_digit() || (c == '-' && b.get(i + 1).is_some_and(|x| x.is_ascii_alphanumeric())) {
                 let start = i;
                 i += 1;
                 while i < b.len()
@@ -156,11 +154,7 @@ struct P {
 
 impl P {
     fn err(&self, m: impl Into<String>) -> ParseError {
-        let line = self
-            .toks
-            .get(self.pos)
-            .or(self.toks.last())
-            .map_or(0, |t| t.1);
+        let line = self.toks.get(self.pos).or(self.toks.last()).map_or(0, |t| t.1);
         ParseError {
             line,
             message: m.into(),
@@ -248,10 +242,7 @@ impl P {
                 false
             };
             let d = self.dtype()?;
-            return Ok(Elem::Ptr {
-                pointee: d,
-                mutable,
-            });
+            return Ok(Elem::Ptr { pointee: d, mutable });
         }
         Ok(Elem::Scalar(self.dtype()?))
     }
@@ -304,13 +295,7 @@ impl P {
             let v = self.value()?;
             self.expect_punct(':')?;
             let elem = self.elem()?;
-            self.define(
-                v,
-                Type {
-                    elem,
-                    shape: vec![],
-                },
-            )?;
+            self.define(v, Type { elem, shape: vec![] })?;
             params.push(KernelParam {
                 name: pname,
                 elem,
@@ -368,9 +353,7 @@ impl P {
             Tok::Ident(s) if s == "true" || s == "false" => ConstValue::Bool(s == "true"),
             Tok::Ident(s) => match parse_float(&s) {
                 Some(f) => ConstValue::Float(f),
-                None => ConstValue::DType(
-                    DType::from_name(&s).ok_or_else(|| self.err(format!("bad constant `{s}`")))?,
-                ),
+                None => ConstValue::DType(DType::from_name(&s).ok_or_else(|| self.err(format!("bad constant `{s}`")))?),
             },
             t => return Err(self.err(format!("expected a constant, found {t:?}"))),
         })
@@ -454,11 +437,7 @@ impl P {
             }
         }
         if types.len() != results.len() {
-            return Err(self.err(format!(
-                "{} results but {} types",
-                results.len(),
-                types.len()
-            )));
+            return Err(self.err(format!("{} results but {} types", results.len(), types.len())));
         }
         let first_dtype = types.first().and_then(|t| t.dtype());
         let kind = self.kind(&name, &attr_toks, first_dtype)?;
@@ -497,15 +476,8 @@ impl P {
                 Tok::Loc(l, c) => format!("@{l}:{c}"),
             })
             .collect();
-        let bad = || {
-            self.err(format!(
-                "bad attributes <{}> for `{name}`",
-                words.join(", ")
-            ))
-        };
-        let num = |i: usize| -> Result<i64, ParseError> {
-            words.get(i).and_then(|w| w.parse().ok()).ok_or_else(bad)
-        };
+        let bad = || self.err(format!("bad attributes <{}> for `{name}`", words.join(", ")));
+        let num = |i: usize| -> Result<i64, ParseError> { words.get(i).and_then(|w| w.parse().ok()).ok_or_else(bad) };
         let has = |w: &str| words.iter().any(|x| x == w);
         let string = || match a.first() {
             Some(Tok::Str(s)) => Ok(s.clone()),
@@ -538,9 +510,7 @@ impl P {
             "split" => OpKind::Split,
             "fma" => OpKind::Fma,
             "select" => OpKind::Select,
-            "cast" => {
-                OpKind::Cast(Rounding::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?)
-            }
+            "cast" => OpKind::Cast(Rounding::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?),
             "bitcast" => OpKind::Bitcast,
             "ptr_add" => OpKind::PtrAdd,
             "load" => OpKind::Load {
@@ -553,9 +523,7 @@ impl P {
                 mask: has("mask"),
             },
             "atomic_cas" => OpKind::AtomicCas { mask: has("mask") },
-            "dot" => {
-                OpKind::Dot(Precision::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?)
-            }
+            "dot" => OpKind::Dot(Precision::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?),
             "reduce" => OpKind::Reduce {
                 op: ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,
                 axis: num(1)? as usize,
@@ -564,9 +532,7 @@ impl P {
                 max: name == "argmax",
                 axis: num(0)? as usize,
             },
-            "reduce_with" => OpKind::ReduceWith {
-                axis: num(0)? as usize,
-            },
+            "reduce_with" => OpKind::ReduceWith { axis: num(0)? as usize },
             "scan" => OpKind::Scan {
                 op: ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,
                 axis: num(1)? as usize,
@@ -577,11 +543,7 @@ impl P {
                 reverse: has("reverse"),
             },
             "for" => OpKind::For {
-                stages: if words.is_empty() {
-                    None
-                } else {
-                    Some(num(2)? as u32)
-                },
+                stages: if words.is_empty() { None } else { Some(num(2)? as u32) },
             },
             "if" => OpKind::If,
             "yield" => OpKind::Yield,

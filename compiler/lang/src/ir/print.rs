@@ -28,19 +28,10 @@ impl fmt::Display for Kernel {
         }
         f.write_str(")")?;
         if !self.consts.is_empty() {
-            let c: Vec<String> = self
-                .consts
-                .iter()
-                .map(|(n, v)| format!("{n} = {v}"))
-                .collect();
+            let c: Vec<String> = self.consts.iter().map(|(n, v)| format!("{n} = {v}")).collect();
             write!(f, " consts({})", c.join(", "))?;
         }
-        let list = |v: &[u32]| {
-            v.iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let list = |v: &[u32]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
         if !self.warps.is_empty() {
             write!(f, " warps({})", list(&self.warps))?;
         }
@@ -89,11 +80,7 @@ fn print_op(k: &Kernel, op: &Op, depth: usize, out: &mut String) -> fmt::Result 
         out.push_str(" {\n");
         out.push_str(&pad);
         out.push('^');
-        let a: Vec<String> = region
-            .args
-            .iter()
-            .map(|v| format!("%{}: {}", v.0, k.ty(*v)))
-            .collect();
+        let a: Vec<String> = region.args.iter().map(|v| format!("%{}: {}", v.0, k.ty(*v))).collect();
         writeln!(out, "({}):", a.join(", "))?;
         print_ops(k, region, depth + 1, out)?;
         out.push_str(&pad);
@@ -120,11 +107,9 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
         Dot(p) => vec![p.name().to_string()],
         Reduce { op, axis } => vec![op.name().to_string(), axis.to_string()],
         ArgReduce { axis, .. } | ReduceWith { axis } => vec![axis.to_string()],
-        Scan { op, axis, reverse } => [
-            vec![op.name().to_string(), axis.to_string()],
-            flag(*reverse, "reverse"),
-        ]
-        .concat(),
+        Scan { op, axis, reverse } => {
+            [vec![op.name().to_string(), axis.to_string()], flag(*reverse, "reverse")].concat()
+        }
         ScanWith { axis, reverse } => [vec![axis.to_string()], flag(*reverse, "reverse")].concat(),
         For { stages: Some(s) } => vec![format!("stages = {s}")],
         MultipleOf(n) | MaxContiguous(n) => vec![n.to_string()],

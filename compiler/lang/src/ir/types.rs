@@ -201,10 +201,7 @@ impl fmt::Display for Elem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Elem::Scalar(d) => write!(f, "{d}"),
-            Elem::Ptr {
-                pointee,
-                mutable: true,
-            } => write!(f, "*mut {pointee}"),
+            Elem::Ptr { pointee, mutable: true } => write!(f, "*mut {pointee}"),
             Elem::Ptr {
                 pointee,
                 mutable: false,
@@ -247,10 +244,7 @@ impl Type {
     }
 
     pub fn with_shape(&self, shape: Vec<usize>) -> Type {
-        Type {
-            elem: self.elem,
-            shape,
-        }
+        Type { elem: self.elem, shape }
     }
 
     pub fn dtype(&self) -> Option<DType> {
@@ -285,16 +279,8 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n {
-            a[i + a.len() - n]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= n {
-            b[i + b.len() - n]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
         out[i] = if da == db {
             da
         } else if da == 1 {

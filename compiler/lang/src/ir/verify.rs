@@ -61,11 +61,7 @@ impl V<'_> {
         }
         let t = self.k.ty(v);
         if let Some(d) = t.shape.iter().find(|d| !d.is_power_of_two()) {
-            return Err(err(
-                op,
-                loc,
-                format!("%{} has dimension {d}, not a power of two", v.0),
-            ));
+            return Err(err(op, loc, format!("%{} has dimension {d}, not a power of two", v.0)));
         }
         self.scopes.last_mut().unwrap().insert(v);
         Ok(())
@@ -102,10 +98,7 @@ impl V<'_> {
         let fail = |m: String| err(name, op.loc, m);
         for o in &op.operands {
             if !self.visible(*o) {
-                return Err(fail(format!(
-                    "operand %{} is not defined before this op",
-                    o.0
-                )));
+                return Err(fail(format!("operand %{} is not defined before this op", o.0)));
             }
         }
         let ot: Vec<&Type> = op.operands.iter().map(|v| self.k.ty(*v)).collect();
@@ -120,10 +113,7 @@ impl V<'_> {
                     kind: OpKind::Yield,
                     operands,
                     ..
-                }) => operands
-                    .iter()
-                    .map(|v| self.k.ty(*v).clone())
-                    .collect::<Vec<_>>(),
+                }) => operands.iter().map(|v| self.k.ty(*v).clone()).collect::<Vec<_>>(),
                 _ => return Err(fail(format!("region {i} does not end in `yield`"))),
             };
             let want = self.region_yields(op, &ot, &rt);
@@ -198,10 +188,7 @@ impl V<'_> {
                 Err(format!("needs {n} regions"))
             }
         };
-        if !matches!(
-            op.kind,
-            For { .. } | If | ReduceWith { .. } | ScanWith { .. }
-        ) {
+        if !matches!(op.kind, For { .. } | If | ReduceWith { .. } | ScanWith { .. }) {
             regions(0)?;
         }
         match &op.kind {
@@ -237,8 +224,7 @@ impl V<'_> {
                 n_in(1)?;
                 n_out(1)?;
                 if ot[0].elem != rt[0].elem
-                    || broadcast_shapes(&ot[0].shape, &rt[0].shape).as_deref()
-                        != Some(&rt[0].shape[..])
+                    || broadcast_shapes(&ot[0].shape, &rt[0].shape).as_deref() != Some(&rt[0].shape[..])
                 {
                     return Err(format!("cannot broadcast {} to {}", ot[0], rt[0]));
                 }
@@ -268,10 +254,7 @@ impl V<'_> {
                 if sorted != (0..ot[0].shape.len()).collect::<Vec<_>>() {
                     return Err("not a permutation of the axes".into());
                 }
-                same(
-                    &rt[0],
-                    &ot[0].with_shape(p.iter().map(|&i| ot[0].shape[i]).collect()),
-                )?;
+                same(&rt[0], &ot[0].with_shape(p.iter().map(|&i| ot[0].shape[i]).collect()))?;
             }
             Join => {
                 n_in(2)?;
@@ -328,19 +311,14 @@ impl V<'_> {
                 if ot[0].shape != rt[0].shape || ot[0].elem.is_ptr() || rt[0].elem.is_ptr() {
                     return Err(format!("cannot convert {} to {}", ot[0], rt[0]));
                 }
-                if matches!(op.kind, Bitcast)
-                    && ot[0].dtype().map(|d| d.bits()) != rt[0].dtype().map(|d| d.bits())
-                {
+                if matches!(op.kind, Bitcast) && ot[0].dtype().map(|d| d.bits()) != rt[0].dtype().map(|d| d.bits()) {
                     return Err("bitcast between types of different widths".into());
                 }
             }
             PtrAdd => {
                 n_in(2)?;
                 n_out(1)?;
-                if !ot[0].elem.is_ptr()
-                    || !ot[1].dtype().is_some_and(|d| d.is_int())
-                    || ot[0].shape != ot[1].shape
-                {
+                if !ot[0].elem.is_ptr() || !ot[1].dtype().is_some_and(|d| d.is_int()) || ot[0].shape != ot[1].shape {
                     return Err("takes a pointer and an integer offset of one shape".into());
                 }
                 same(ot[0], &rt[0])?;
@@ -361,11 +339,7 @@ impl V<'_> {
             }
             Store { mask } | Atomic { mask, .. } => {
                 n_in(2 + *mask as usize)?;
-                n_out(if matches!(op.kind, Store { .. }) {
-                    0
-                } else {
-                    1
-                })?;
+                n_out(if matches!(op.kind, Store { .. }) { 0 } else { 1 })?;
                 let Elem::Ptr { pointee, mutable } = ot[0].elem else {
                     return Err("stores through a pointer".into());
                 };
@@ -383,11 +357,7 @@ impl V<'_> {
             AtomicCas { mask } => {
                 n_in(3 + *mask as usize)?;
                 n_out(1)?;
-                let Elem::Ptr {
-                    pointee,
-                    mutable: true,
-                } = ot[0].elem
-                else {
+                let Elem::Ptr { pointee, mutable: true } = ot[0].elem else {
                     return Err("needs a writable pointer".into());
                 };
                 same(ot[1], &ot[0].with_dtype(pointee))?;
@@ -398,12 +368,7 @@ impl V<'_> {
                 n_in(3)?;
                 n_out(1)?;
                 let (a, b, c) = (&ot[0].shape, &ot[1].shape, &ot[2].shape);
-                if a.len() != 2
-                    || b.len() != 2
-                    || a[1] != b[0]
-                    || *c != vec![a[0], b[1]]
-                    || ot[0].elem != ot[1].elem
-                {
+                if a.len() != 2 || b.len() != 2 || a[1] != b[0] || *c != vec![a[0], b[1]] || ot[0].elem != ot[1].elem {
                     return Err(format!(
                         "shapes {}, {}, {} do not form a matrix product",
                         ot[0], ot[1], ot[2]

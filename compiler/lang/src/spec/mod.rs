@@ -39,11 +39,7 @@ pub enum ArgSpec {
     /// A scalar argument computed from the sizes and constants.
     Scalar(Expr),
     /// A buffer of the given shape (flattened row-major), filled by `init`.
-    Buffer {
-        shape: Vec<Expr>,
-        init: Init,
-        output: bool,
-    },
+    Buffer { shape: Vec<Expr>, init: Init, output: bool },
 }
 
 /// How a buffer is filled before the launch.
@@ -76,10 +72,7 @@ pub fn parse_specs(file: &ast::File) -> (Vec<RunSpec>, Vec<Diagnostic>) {
                     format!("run spec for unknown kernel `{}`", r.kernel.name),
                 )
                 .label("no kernel of that name");
-                d = match crate::check::closest_name(
-                    &r.kernel.name,
-                    kernels.iter().map(|k| k.as_str()),
-                ) {
+                d = match crate::check::closest_name(&r.kernel.name, kernels.iter().map(|k| k.as_str())) {
                     Some(k) => d.help(format!("a kernel with a similar name exists: `{k}`")),
                     None if kernels.is_empty() => d.note("this file defines no kernels"),
                     None => d.note(format!("this file defines: {}", kernels.join(", "))),
@@ -108,7 +101,8 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
         span: r.span,
     };
     let bad = |span: Span, m: &str| Diagnostic::error(span, m.to_string());
-    let sections = "a run spec holds `sizes(..)`, `consts(..)`, `grid(..)`, `args(..)`, `reference(..)` and `tolerance(..)`";
+    let sections =
+        "a run spec holds `sizes(..)`, `consts(..)`, `grid(..)`, `args(..)`, `reference(..)` and `tolerance(..)`";
     let mut stmts: Vec<&Expr> = Vec::new();
     for s in &r.body.stmts {
         match s {
@@ -139,15 +133,11 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                 for a in args {
                     let name = named(a, "sizes")?;
                     let values = match &a.value.kind {
-                        ExprKind::List(xs) => {
-                            xs.iter().map(const_int).collect::<Result<Vec<_>, _>>()?
-                        }
+                        ExprKind::List(xs) => xs.iter().map(const_int).collect::<Result<Vec<_>, _>>()?,
                         _ => vec![const_int(&a.value)?],
                     };
                     if values.is_empty() || values.iter().any(|v| *v < 0) {
-                        return Err(
-                            bad(a.value.span, "sizes must be non-negative integers").label("here")
-                        );
+                        return Err(bad(a.value.span, "sizes must be non-negative integers").label("here"));
                     }
                     spec.sizes.push((name, values));
                 }
@@ -156,9 +146,7 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                 for a in args {
                     let name = named(a, "consts")?;
                     let values = match &a.value.kind {
-                        ExprKind::List(xs) => {
-                            xs.iter().map(const_value).collect::<Result<Vec<_>, _>>()?
-                        }
+                        ExprKind::List(xs) => xs.iter().map(const_value).collect::<Result<Vec<_>, _>>()?,
                         _ => vec![const_value(&a.value)?],
                     };
                     spec.consts.push((name, values));
@@ -166,8 +154,7 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
             }
             "grid" => {
                 if args.is_empty() || args.len() > 3 || args.iter().any(|a| a.name.is_some()) {
-                    return Err(bad(e.span, "`grid` takes one to three extents")
-                        .label("e.g. `grid(cdiv(n, BLOCK))`"));
+                    return Err(bad(e.span, "`grid` takes one to three extents").label("e.g. `grid(cdiv(n, BLOCK))`"));
                 }
                 spec.grid = args.iter().map(|a| a.value.clone()).collect();
             }
@@ -189,8 +176,9 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                     },
                 ] => spec.reference = Some((n.clone(), *span)),
                 _ => {
-                    return Err(bad(e.span, "`reference` names one reference function")
-                        .label("e.g. `reference(softmax)`"));
+                    return Err(
+                        bad(e.span, "`reference` names one reference function").label("e.g. `reference(softmax)`")
+                    );
                 }
             },
             "tolerance" => {
@@ -201,19 +189,16 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                         Some("rtol") => rtol = Some(v),
                         Some("atol") => atol = Some(v),
                         _ => {
-                            return Err(bad(a.value.span, "`tolerance` takes `rtol:` and `atol:`")
-                                .label("here"));
+                            return Err(bad(a.value.span, "`tolerance` takes `rtol:` and `atol:`").label("here"));
                         }
                     }
                 }
                 spec.tolerance = Some((rtol.unwrap_or(0.0), atol.unwrap_or(0.0)));
             }
             other => {
-                return Err(
-                    bad(func.span, &format!("unknown run-spec section `{other}`"))
-                        .label("not a section")
-                        .note(sections),
-                );
+                return Err(bad(func.span, &format!("unknown run-spec section `{other}`"))
+                    .label("not a section")
+                    .note(sections));
             }
         }
     }
@@ -225,11 +210,7 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
 
 fn named(a: &Arg, section: &str) -> Result<String, Diagnostic> {
     a.name.as_ref().map(|n| n.name.clone()).ok_or_else(|| {
-        Diagnostic::error(
-            a.value.span,
-            format!("`{section}` entries are named: `name: value`"),
-        )
-        .label("unnamed")
+        Diagnostic::error(a.value.span, format!("`{section}` entries are named: `name: value`")).label("unnamed")
     })
 }
 
@@ -246,9 +227,7 @@ fn const_float(e: &Expr) -> Result<f64, Diagnostic> {
 
 fn const_value(e: &Expr) -> Result<ConstValue, Diagnostic> {
     match &e.kind {
-        ExprKind::Name(n) if DType::from_name(n).is_some() => {
-            Ok(ConstValue::DType(DType::from_name(n).unwrap()))
-        }
+        ExprKind::Name(n) if DType::from_name(n).is_some() => Ok(ConstValue::DType(DType::from_name(n).unwrap())),
         ExprKind::Bool(b) => Ok(ConstValue::Bool(*b)),
         _ => Ok(match eval(e, &|_| None)? {
             Num::I(i) => ConstValue::Int(i),
@@ -261,12 +240,7 @@ fn arg_spec(e: &Expr) -> Result<ArgSpec, Diagnostic> {
     let ExprKind::Call { func, args } = &e.kind else {
         return Ok(ArgSpec::Scalar(e.clone()));
     };
-    let pos = |i: usize| {
-        args.iter()
-            .filter(|a| a.name.is_none())
-            .nth(i)
-            .map(|a| &a.value)
-    };
+    let pos = |i: usize| args.iter().filter(|a| a.name.is_none()).nth(i).map(|a| &a.value);
     let kw = |k: &str| {
         args.iter()
             .find(|a| a.name.as_ref().is_some_and(|n| n.name == k))
@@ -279,20 +253,15 @@ fn arg_spec(e: &Expr) -> Result<ArgSpec, Diagnostic> {
                 ..
             }) => Ok(items.clone()),
             Some(other) => Ok(vec![other.clone()]),
-            None => Err(
-                Diagnostic::error(e.span, format!("`{}` needs a shape", func.name))
-                    .label("e.g. `[rows, cols]`"),
-            ),
+            None => {
+                Err(Diagnostic::error(e.span, format!("`{}` needs a shape", func.name)).label("e.g. `[rows, cols]`"))
+            }
         }
     };
-    let num =
-        |x: Option<&Expr>, d: f64| -> Result<f64, Diagnostic> { x.map_or(Ok(d), const_float) };
+    let num = |x: Option<&Expr>, d: f64| -> Result<f64, Diagnostic> { x.map_or(Ok(d), const_float) };
     let init = match func.name.as_str() {
         "randn" => Init::Randn,
-        "rand" => Init::Rand(
-            num(pos(1).or(kw("lo")), 0.0)?,
-            num(pos(2).or(kw("hi")), 1.0)?,
-        ),
+        "rand" => Init::Rand(num(pos(1).or(kw("lo")), 0.0)?, num(pos(2).or(kw("hi")), 1.0)?),
         "randint" => Init::Randint(
             num(pos(1).or(kw("lo")), 0.0)? as i64,
             num(pos(2).or(kw("hi")), 100.0)? as i64,
@@ -352,17 +321,14 @@ impl Num {
 pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnostic> {
     let err = |m: &str| Diagnostic::error(e.span, m.to_string());
     Ok(match &e.kind {
-        ExprKind::Int(v) => {
-            Num::I(i64::try_from(*v).map_err(|_| err("integer too large").label("here"))?)
-        }
+        ExprKind::Int(v) => Num::I(i64::try_from(*v).map_err(|_| err("integer too large").label("here"))?),
         ExprKind::Float(f) => Num::F(*f),
         ExprKind::Bool(b) => Num::I(*b as i64),
         ExprKind::Paren(x) => eval(x, env)?,
         ExprKind::Name(n) => match n.as_str() {
             "inf" => Num::F(f64::INFINITY),
             _ => env(n).ok_or_else(|| {
-                err(&format!("unknown size or constant `{n}`"))
-                    .label("not defined in `sizes` or `consts`")
+                err(&format!("unknown size or constant `{n}`")).label("not defined in `sizes` or `consts`")
             })?,
         },
         ExprKind::Unary(UnOp::Neg, x) => match eval(x, env)? {
@@ -381,9 +347,7 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
                         BinOp::Rem => x.checked_rem(y),
                         _ => None,
                     }
-                    .ok_or_else(|| {
-                        err("overflow, division by zero or unsupported operator").label("here")
-                    })?,
+                    .ok_or_else(|| err("overflow, division by zero or unsupported operator").label("here"))?,
                 ),
                 _ => {
                     let (x, y) = (x.as_f64(), y.as_f64());
@@ -397,9 +361,7 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
                 }
             }
         }
-        ExprKind::Call { func, args }
-            if matches!(func.name.as_str(), "cdiv" | "min" | "max") && args.len() == 2 =>
-        {
+        ExprKind::Call { func, args } if matches!(func.name.as_str(), "cdiv" | "min" | "max") && args.len() == 2 => {
             let (x, y) = (eval(&args[0].value, env)?, eval(&args[1].value, env)?);
             let (Num::I(x), Num::I(y)) = (x, y) else {
                 return Err(err("expects integers").label("here"));

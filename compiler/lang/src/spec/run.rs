@@ -31,11 +31,7 @@ impl Case {
 /// The cases of a spec: sizes zipped (a one-value list repeats), constants crossed.
 pub fn cases(spec: &RunSpec) -> Result<Vec<Case>, Diagnostic> {
     let n = spec.sizes.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
-    if let Some((name, v)) = spec
-        .sizes
-        .iter()
-        .find(|(_, v)| v.len() != 1 && v.len() != n)
-    {
+    if let Some((name, v)) = spec.sizes.iter().find(|(_, v)| v.len() != 1 && v.len() != n) {
         return Err(Diagnostic::error(
             spec.span,
             format!("size `{name}` has {} values but others have {n}", v.len()),
@@ -162,12 +158,7 @@ pub fn poison(d: DType) -> Scalar {
 }
 
 /// Builds the launch of `kernel` (already specialised for `case.consts`) for one case.
-pub fn prepare(
-    spec: &RunSpec,
-    case: &Case,
-    kernel: &Kernel,
-    seed: u64,
-) -> Result<Prepared, Diagnostic> {
+pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Result<Prepared, Diagnostic> {
     let env = |name: &str| -> Option<Num> {
         if let Some((_, v)) = case.sizes.iter().find(|(n, _)| n == name) {
             return Some(Num::I(*v));
@@ -177,13 +168,8 @@ pub fn prepare(
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| *v)
-            .or_else(|| {
-                kernel
-                    .consts
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, v)| *v)
-            }) {
+            .or_else(|| kernel.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v))
+        {
             Some(ConstValue::Int(i)) => Some(Num::I(i)),
             Some(ConstValue::Float(f)) => Some(Num::F(f)),
             Some(ConstValue::Bool(b)) => Some(Num::I(b as i64)),
@@ -195,23 +181,21 @@ pub fn prepare(
         match eval(g, &env)? {
             Num::I(v) if v >= 1 && v <= u32::MAX as i64 => grid[i] = v as u32,
             v => {
-                return Err(Diagnostic::error(
-                    g.span,
-                    format!("grid extent {v:?} is not a positive integer"),
-                )
-                .label("in this case"));
+                return Err(
+                    Diagnostic::error(g.span, format!("grid extent {v:?} is not a positive integer"))
+                        .label("in this case"),
+                );
             }
         }
     }
     for (name, _, span) in &spec.args {
         if !kernel.params.iter().any(|p| &p.name == name) {
             let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
-            return Err(Diagnostic::error(
-                *span,
-                format!("`{}` has no parameter `{name}`", kernel.name),
-            )
-            .label("unknown argument")
-            .note(format!("its parameters are: {}", names.join(", "))));
+            return Err(
+                Diagnostic::error(*span, format!("`{}` has no parameter `{name}`", kernel.name))
+                    .label("unknown argument")
+                    .note(format!("its parameters are: {}", names.join(", "))),
+            );
         }
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -226,22 +210,14 @@ pub fn prepare(
     p.reference_input.consts = kernel.consts.iter().cloned().collect();
     for param in &kernel.params {
         let Some((_, spec_arg, span)) = spec.args.iter().find(|(n, ..)| n == &param.name) else {
-            return Err(Diagnostic::error(
-                spec.span,
-                format!("the run spec gives no argument `{}`", param.name),
-            )
-            .label("in this run spec")
-            .help(format!("add `{}: ...` to `args(..)`", param.name)));
+            return Err(
+                Diagnostic::error(spec.span, format!("the run spec gives no argument `{}`", param.name))
+                    .label("in this run spec")
+                    .help(format!("add `{}: ...` to `args(..)`", param.name)),
+            );
         };
         match (param.elem, spec_arg) {
-            (
-                Elem::Ptr { pointee, .. },
-                ArgSpec::Buffer {
-                    shape,
-                    init,
-                    output,
-                },
-            ) => {
+            (Elem::Ptr { pointee, .. }, ArgSpec::Buffer { shape, init, output }) => {
                 let mut dims = Vec::new();
                 for s in shape {
                     match eval(s, &env)? {
@@ -260,12 +236,9 @@ pub fn prepare(
                     .try_fold(1usize, |a, &d| a.checked_mul(d))
                     .filter(|n| *n <= 1 << 28)
                     .ok_or_else(|| {
-                        Diagnostic::error(*span, "buffer too large for verification")
-                            .label("more than 2^28 elements")
+                        Diagnostic::error(*span, "buffer too large for verification").label("more than 2^28 elements")
                     })?;
-                let data: Vec<Scalar> = (0..n)
-                    .map(|i| generate(init, pointee, i, &mut rng))
-                    .collect();
+                let data: Vec<Scalar> = (0..n).map(|i| generate(init, pointee, i, &mut rng)).collect();
                 let buf = Buffer::new(param.name.clone(), pointee, data);
                 p.reference_input.args.insert(
                     param.name.clone(),
@@ -288,11 +261,10 @@ pub fn prepare(
                     (Num::I(i), DType::Bool) => Scalar::B(i != 0),
                     (v, d) if d.is_float() => Scalar::F(scalar::round_float(d, v.as_f64())),
                     _ => {
-                        return Err(Diagnostic::error(
-                            e.span,
-                            format!("`{}` is {d}; this value is not", param.name),
-                        )
-                        .label("mismatched argument"));
+                        return Err(
+                            Diagnostic::error(e.span, format!("`{}` is {d}; this value is not", param.name))
+                                .label("mismatched argument"),
+                        );
                     }
                 };
                 p.reference_input
@@ -301,19 +273,17 @@ pub fn prepare(
                 p.args.push(Arg::Scalar(s));
             }
             (Elem::Ptr { .. }, ArgSpec::Scalar(e)) => {
-                return Err(Diagnostic::error(
-                    e.span,
-                    format!("`{}` is a pointer; give it a buffer", param.name),
-                )
-                .label("not a buffer")
-                .help("e.g. `randn([n])`, `zeros([n])`, `output([n])`"));
+                return Err(
+                    Diagnostic::error(e.span, format!("`{}` is a pointer; give it a buffer", param.name))
+                        .label("not a buffer")
+                        .help("e.g. `randn([n])`, `zeros([n])`, `output([n])`"),
+                );
             }
             (Elem::Scalar(d), ArgSpec::Buffer { .. }) => {
-                return Err(Diagnostic::error(
-                    *span,
-                    format!("`{}` is a scalar {d}, not a buffer", param.name),
-                )
-                .label("a buffer"));
+                return Err(
+                    Diagnostic::error(*span, format!("`{}` is a scalar {d}, not a buffer", param.name))
+                        .label("a buffer"),
+                );
             }
         }
     }
@@ -367,13 +337,7 @@ impl Comparison {
 }
 
 /// Compares `got` with `want`: `|got - want| <= atol + rtol * |want|`; NaN never passes.
-pub fn compare(
-    name: &str,
-    dtype: DType,
-    got: &[f64],
-    want: &[f64],
-    (rtol, atol): (f64, f64),
-) -> Comparison {
+pub fn compare(name: &str, dtype: DType, got: &[f64], want: &[f64], (rtol, atol): (f64, f64)) -> Comparison {
     let mut c = Comparison {
         name: name.into(),
         dtype,

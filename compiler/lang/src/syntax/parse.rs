@@ -39,15 +39,11 @@ pub fn parse(source: &str) -> Result<File, Vec<Diagnostic>> {
     if source.len() > MAX_SOURCE_BYTES {
         return Err(vec![Diagnostic::error(
             Span::new(0, 0),
-            format!(
-                "source is {} bytes; the limit is {MAX_SOURCE_BYTES}",
-                source.len()
-            ),
+            format!("source is {} bytes; the limit is {MAX_SOURCE_BYTES}", source.len()),
         )]);
     }
     check_nesting(source)?;
-    let mut pairs =
-        TileParser::parse(Rule::file, source).map_err(|e| vec![syntax_error(source, e)])?;
+    let mut pairs = TileParser::parse(Rule::file, source).map_err(|e| vec![syntax_error(source, e)])?;
     let file = pairs.next().expect("the file rule always yields one pair");
     let mut b = Builder;
     let mut items = Vec::new();
@@ -119,9 +115,7 @@ fn check_nesting(source: &str) -> Result<(), Vec<Diagnostic>> {
                 if ops.iter().sum::<usize>() > MAX_OPERATORS {
                     return Err(vec![
                         Diagnostic::error(Span::new(i, i + 1), "statement too long")
-                            .label(format!(
-                                "more than {MAX_OPERATORS} operators in one statement"
-                            ))
+                            .label(format!("more than {MAX_OPERATORS} operators in one statement"))
                             .help("split the expression with `let` bindings"),
                     ]);
                 }
@@ -207,8 +201,8 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> Diagnostic {
             // What closes the innermost open bracket is also valid where an expression could end.
             let inner = brackets.open.last().map(|(c, _)| *c);
             let line_start = source[..pos].rfind('\n').map_or(0, |i| i + 1);
-            let in_for_header = source[line_start..pos].trim_start().starts_with("for ")
-                && !source[line_start..pos].contains("..");
+            let in_for_header =
+                source[line_start..pos].trim_start().starts_with("for ") && !source[line_start..pos].contains("..");
             if names.contains(&"an operator") {
                 names.retain(|n| *n != "`.` or `[`");
                 if in_for_header {
@@ -245,23 +239,23 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> Diagnostic {
                     _ => '}',
                 };
                 let open = open as char;
-                let mut d =
-                    Diagnostic::error(span, format!("expected `{close}`, found end of file"))
-                        .label(format!("expected `{close}`"))
-                        .with(
-                            Span::new(at, at + 1),
-                            format!("this `{open}` is never closed"),
-                        );
+                let mut d = Diagnostic::error(span, format!("expected `{close}`, found end of file"))
+                    .label(format!("expected `{close}`"))
+                    .with(Span::new(at, at + 1), format!("this `{open}` is never closed"));
                 if let Some((c, o)) = brackets.misindented {
-                    d = d.with(Span::new(c, c + 1), format!("this `{close}` closes the `{open}` on line {}; is a `{close}` missing before it?", line_of(o)));
+                    d = d.with(
+                        Span::new(c, c + 1),
+                        format!(
+                            "this `{close}` closes the `{open}` on line {}; is a `{close}` missing before it?",
+                            line_of(o)
+                        ),
+                    );
                 }
                 return d;
             }
             if !found.is_empty()
                 && !found.starts_with(|c: char| {
-                    c.is_alphanumeric()
-                        || c.is_whitespace()
-                        || "_+-*/%&|^<>=!.,;:()[]{}#\"".contains(c)
+                    c.is_alphanumeric() || c.is_whitespace() || "_+-*/%&|^<>=!.,;:()[]{}#\"".contains(c)
                 })
             {
                 return Diagnostic::error(span, format!("unexpected character `{found}`"))
@@ -271,15 +265,15 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> Diagnostic {
             let mut d = Diagnostic::error(span, format!("expected {expected}, found {what}"))
                 .label(format!("expected {expected}"));
             let before = source[..pos].trim_end();
-            let prev_word = &before[before
-                .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_')
-                .len()..];
+            let prev_word = &before[before.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_').len()..];
             if found == "="
                 && inner == Some(b'(')
                 && !prev_word.is_empty()
                 && names.iter().any(|n| n.contains("operator"))
             {
-                d = d.help(format!("named arguments are written with `:`, as in `{prev_word}: value`; `==` compares"));
+                d = d.help(format!(
+                    "named arguments are written with `:`, as in `{prev_word}: value`; `==` compares"
+                ));
             } else if found == "=" && names.iter().any(|n| n.contains("operator")) {
                 d = d.help("`==` compares; `=` only appears in `let` and assignments");
             }
@@ -302,10 +296,7 @@ fn syntax_error(source: &str, e: pest::error::Error<Rule>) -> Diagnostic {
             }
             let prev_end = source[..pos].trim_end().len();
             if names.first() == Some(&"`;`") && prev_end > 0 && line_of(prev_end) < line_of(pos) {
-                d = d.help(format!(
-                    "is a `;` missing at the end of line {}?",
-                    line_of(prev_end)
-                ));
+                d = d.help(format!("is a `;` missing at the end of line {}?", line_of(prev_end)));
             } else if matches!(found, "kernel" | "fn" | "run") && inner == Some(b'{') {
                 let (_, at) = *brackets.open.last().unwrap();
                 d = d
@@ -342,12 +333,7 @@ fn scan_brackets(source: &str, pos: usize) -> Brackets {
         let line = &source[start..];
         line.len() - line.trim_start_matches([' ', '\t']).len()
     };
-    let first_on_line = |at: usize| {
-        source[..at]
-            .rsplit('\n')
-            .next()
-            .is_some_and(|l| l.trim().is_empty())
-    };
+    let first_on_line = |at: usize| source[..at].rsplit('\n').next().is_some_and(|l| l.trim().is_empty());
     let mut out = Brackets {
         open: Vec::new(),
         misindented: None,
@@ -445,9 +431,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::generics => "`<`",
         Rule::const_param => "`const`",
         Rule::const_default | Rule::const_choices => "`=` or `in`",
-        Rule::let_stmt | Rule::for_stmt | Rule::if_stmt | Rule::assign_stmt | Rule::expr_stmt => {
-            "a statement"
-        }
+        Rule::let_stmt | Rule::for_stmt | Rule::if_stmt | Rule::assign_stmt | Rule::expr_stmt => "a statement",
         Rule::pattern | Rule::binding | Rule::tuple_pat | Rule::wildcard => "a pattern",
         Rule::assign_op => "an assignment operator",
         Rule::range | Rule::plain_range | Rule::stepped_range => "a range `a..b`",
@@ -494,9 +478,7 @@ fn pratt() -> PrattParser<Rule> {
         .op(Op::infix(Rule::band, Assoc::Left))
         .op(Op::infix(Rule::shl, Assoc::Left) | Op::infix(Rule::shr, Assoc::Left))
         .op(Op::infix(Rule::add, Assoc::Left) | Op::infix(Rule::sub, Assoc::Left))
-        .op(Op::infix(Rule::mul, Assoc::Left)
-            | Op::infix(Rule::div, Assoc::Left)
-            | Op::infix(Rule::rem, Assoc::Left))
+        .op(Op::infix(Rule::mul, Assoc::Left) | Op::infix(Rule::div, Assoc::Left) | Op::infix(Rule::rem, Assoc::Left))
         .op(Op::prefix(Rule::neg) | Op::prefix(Rule::not))
         .op(Op::postfix(Rule::method) | Op::postfix(Rule::index))
 }
@@ -589,12 +571,7 @@ impl Builder {
             }
             Some(v) => ConstValueSpec::Choices(kids(v).map(|e| self.expr(e)).collect()),
         };
-        ConstParam {
-            name,
-            ty,
-            value,
-            span,
-        }
+        ConstParam { name, ty, value, span }
     }
 
     fn param(&mut self, p: Pair<Rule>) -> Param {
@@ -738,11 +715,7 @@ impl Builder {
             }
             _ => {
                 let expr = self.expr(kids(p).next().unwrap());
-                Stmt::Expr {
-                    expr,
-                    semi: true,
-                    span,
-                }
+                Stmt::Expr { expr, semi: true, span }
             }
         }
     }

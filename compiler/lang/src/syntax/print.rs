@@ -77,9 +77,7 @@ impl Display for TypeExpr {
         match self {
             TypeExpr::Named(n) => f.write_str(&n.name),
             TypeExpr::Ptr {
-                mutable: true,
-                pointee,
-                ..
+                mutable: true, pointee, ..
             } => write!(f, "*mut {pointee}"),
             TypeExpr::Ptr {
                 mutable: false,
@@ -95,25 +93,16 @@ fn block(f: &mut Formatter<'_>, b: &Block, indent: usize) -> fmt::Result {
     let pad = "    ".repeat(indent + 1);
     for s in &b.stmts {
         match s {
-            Stmt::Let {
-                pattern, ty, value, ..
-            } => {
+            Stmt::Let { pattern, ty, value, .. } => {
                 write!(f, "{pad}let {}", pat(pattern))?;
                 if let Some(t) = ty {
                     write!(f, ": {t}")?;
                 }
                 writeln!(f, " = {};", Indented(value, indent + 1))?;
             }
-            Stmt::Assign {
-                target, op, value, ..
-            } => {
+            Stmt::Assign { target, op, value, .. } => {
                 let o = op.map_or(String::new(), |o| o.symbol().to_string());
-                writeln!(
-                    f,
-                    "{pad}{} {o}= {};",
-                    target.name,
-                    Indented(value, indent + 1)
-                )?;
+                writeln!(f, "{pad}{} {o}= {};", target.name, Indented(value, indent + 1))?;
             }
             Stmt::For(l) => {
                 attrs(f, &l.attrs, indent + 1)?;
@@ -126,12 +115,7 @@ fn block(f: &mut Formatter<'_>, b: &Block, indent: usize) -> fmt::Result {
                 f.write_str("\n")?;
             }
             Stmt::Expr { expr, semi, .. } => {
-                writeln!(
-                    f,
-                    "{pad}{}{}",
-                    Indented(expr, indent + 1),
-                    if *semi { ";" } else { "" }
-                )?;
+                writeln!(f, "{pad}{}{}", Indented(expr, indent + 1), if *semi { ";" } else { "" })?;
             }
         }
     }
@@ -143,14 +127,8 @@ fn block(f: &mut Formatter<'_>, b: &Block, indent: usize) -> fmt::Result {
 
 fn pat(p: &Pattern) -> String {
     match p {
-        Pattern::Bind {
-            name,
-            mutable: true,
-        } => format!("mut {}", name.name),
-        Pattern::Bind {
-            name,
-            mutable: false,
-        } => name.name.clone(),
+        Pattern::Bind { name, mutable: true } => format!("mut {}", name.name),
+        Pattern::Bind { name, mutable: false } => name.name.clone(),
         Pattern::Tuple { items, .. } => {
             format!("({})", items.iter().map(pat).collect::<Vec<_>>().join(", "))
         }
@@ -159,10 +137,7 @@ fn pat(p: &Pattern) -> String {
 }
 
 fn list(es: &[Expr]) -> String {
-    es.iter()
-        .map(|e| e.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    es.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 fn args(a: &[Arg]) -> String {
@@ -229,11 +204,7 @@ fn expr(f: &mut Formatter<'_>, e: &Expr, indent: usize) -> fmt::Result {
             atom(f, b, indent)
         }
         ExprKind::Call { func, args: a } => write!(f, "{}({})", func.name, args(a)),
-        ExprKind::Method {
-            recv,
-            name,
-            args: a,
-        } => {
+        ExprKind::Method { recv, name, args: a } => {
             atom(f, recv, indent)?;
             write!(f, ".{}({})", name.name, args(a))
         }
@@ -241,13 +212,7 @@ fn expr(f: &mut Formatter<'_>, e: &Expr, indent: usize) -> fmt::Result {
             atom(f, base, indent)?;
             let its: Vec<&str> = items
                 .iter()
-                .map(|i| {
-                    if matches!(i, IndexItem::Full(_)) {
-                        ":"
-                    } else {
-                        "None"
-                    }
-                })
+                .map(|i| if matches!(i, IndexItem::Full(_)) { ":" } else { "None" })
                 .collect();
             write!(f, "[{}]", its.join(", "))
         }
