@@ -11,6 +11,7 @@
 //! axis reductions, scans, `dot`, transposes) goes through shared memory. Tensor cores,
 //! vectorised accesses and layout propagation arrive with the performance work.
 
+mod axis;
 mod layout;
 mod lower;
 pub mod ptxas;
@@ -193,7 +194,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     module.set_triple(&triple);
     let threads = opts.num_warps * opts.target.warp_size;
-    let smem_bytes = lower::lower(&ctx, &module, kernel, threads)?;
+    let smem_bytes = lower::lower(&ctx, &module, kernel, threads, &opts.specialization)?;
     if smem_bytes > opts.target.max_smem_per_block {
         return Err(CodegenError::SharedMemory {
             need: smem_bytes,

@@ -7,7 +7,7 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicType, BasicTypeEnum};
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, FloatPredicate, IntPredicate};
 use tile_lang::ir::*;
 
@@ -29,9 +29,11 @@ const PTX_KERNEL: u32 = 71;
 
 /// Lowers `k` into `module` as a kernel for blocks of `threads` threads; returns the dynamic
 /// shared memory it needs.
-pub(crate) fn lower<'c>(ctx: &'c Context, module: &Module<'c>, k: &Kernel, threads: u32) -> R<u32> {
+pub(crate) fn lower<'c>(ctx: &'c Context, module: &Module<'c>, k: &Kernel, threads: u32, spec: &[crate::ArgSpec]) -> R<u32> {
     let b = ctx.create_builder();
+    let info = crate::axis::analyze(k, spec);
     let mut l = L {
+        info,
         ctx,
         m: module,
         b,
@@ -48,6 +50,8 @@ pub(crate) fn lower<'c>(ctx: &'c Context, module: &Module<'c>, k: &Kernel, threa
 }
 
 struct L<'c, 'a> {
+    /// What the axis analysis knows about integer and pointer values.
+    info: HashMap<ValueId, crate::axis::AxisInfo>,
     ctx: &'c Context,
     m: &'a Module<'c>,
     b: Builder<'c>,
@@ -172,6 +176,7 @@ impl<'c> L<'c, '_> {
     }
 
     /// A counted loop `for i in lo..hi step` carrying `inits`; `body` returns the next values.
+    #[allow(clippy::type_complexity)]
     fn counted_loop(
         &mut self,
         lo: IntValue<'c>,
@@ -1035,7 +1040,7 @@ impl<'c> L<'c, '_> {
         })
     }
 
-    fn from_reg(&self, e: Elem, r: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
+    fn of_reg(&self, e: Elem, r: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
         let r = r.into_int_value();
         Ok(match e {
             Elem::Ptr { .. } => llvm(
@@ -1066,6 +1071,27 @@ impl<'c> L<'c, '_> {
         })
     }
 
+    /// The vector width (elements) for accesses to a tile of pointers `ptr` under `mask`: the
+    /// layout's chunk when the chunk's addresses are consecutive, aligned to the whole vector, and
+    /// the mask is one value over it; else 1.
+    fn vector_width(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem) -> usize {
+        let t = self.k.ty(ptr);
+        if t.is_scalar() || matches!(e, Elem::Scalar(DType::Bool) | Elem::Ptr { .. }) {
+            return 1;
+        }
+        let lay = self.layout(t);
+        let w = lay.vec as u64;
+        let bytes = Self::smem_size(e) as u64;
+        let unknown = crate::axis::AxisInfo::UNKNOWN;
+        let p = self.info.get(&ptr).copied().unwrap_or(unknown);
+        let mask_ok = mask.is_none_or(|m| self.info.get(&m).copied().unwrap_or(unknown).constancy >= w);
+        if w >= 2 && p.contiguity >= w && p.divisibility >= w * bytes && w * bytes <= 16 && mask_ok {
+            lay.vec
+        } else {
+            1
+        }
+    }
+
     fn load(&mut self, op: &Op, mask: bool, other: bool) -> R<()> {
         let rt = self.k.ty(op.results[0]).clone();
         let e = rt.elem;
@@ -1073,51 +1099,63 @@ impl<'c> L<'c, '_> {
         let masks = mask.then(|| self.elems(op.operands[1]));
         let others = other.then(|| self.elems(op.operands[1 + mask as usize]));
         let (cls, bits) = Self::access(e);
-        let ty = if bits == 8 { "u8" } else { &format!("b{bits}") };
-        let mov = if bits == 8 {
-            "b16".to_string()
-        } else {
-            format!("b{bits}")
-        };
+        let ty = if bits == 8 { "u8".to_string() } else { format!("b{bits}") };
+        let mov = if bits == 8 { "b16".to_string() } else { format!("b{bits}") };
+        let w = self.vector_width(op.operands[0], mask.then(|| op.operands[1]), e);
         let mut out = Vec::new();
-        for (i, p) in ptrs.iter().enumerate() {
-            let v = match &masks {
-                None => {
-                    let t = if e == Elem::Scalar(DType::Bool) {
-                        self.ctx.i8_type().into()
-                    } else {
-                        self.ty(e)
-                    };
+        for start in (0..ptrs.len()).step_by(w) {
+            let p = ptrs[start];
+            let inits: Vec<BasicValueEnum> = (start..start + w)
+                .map(|i| match &others {
+                    Some(o) => self.to_reg(e, o[i]),
+                    None => Ok(self.reg_type(e).const_zero()),
+                })
+                .collect::<R<_>>()?;
+            let regs: Vec<BasicValueEnum> = match (&masks, w) {
+                (None, 1) => {
+                    let t = if e == Elem::Scalar(DType::Bool) { self.ctx.i8_type().into() } else { self.ty(e) };
                     let v = llvm(self.b.build_load(t, p.into_pointer_value(), ""))?;
-                    if e == Elem::Scalar(DType::Bool) {
-                        self.from_reg(e, v)?
-                    } else {
-                        v
-                    }
+                    out.push(if e == Elem::Scalar(DType::Bool) { self.of_reg(e, v)? } else { v });
+                    continue;
                 }
-                Some(m) => {
-                    let init = match &others {
-                        Some(o) => self.to_reg(e, o[i])?,
-                        None => self.reg_type(e).const_zero(),
+                (None, w) => {
+                    let vt = match self.ty(e) {
+                        BasicTypeEnum::IntType(t) => t.vec_type(w as u32),
+                        BasicTypeEnum::FloatType(t) => t.vec_type(w as u32),
+                        _ => unreachable!("vector_width excludes pointers"),
                     };
+                    let ld = llvm(self.b.build_load(vt, p.into_pointer_value(), ""))?;
+                    if let Some(inst) = ld.as_instruction_value() {
+                        let _ = inst.set_alignment(w as u32 * Self::smem_size(e));
+                    }
+                    for j in 0..w {
+                        let x = llvm(self.b.build_extract_element(ld.into_vector_value(), self.i32c(j as u64), ""))?;
+                        out.push(x);
+                    }
+                    continue;
+                }
+                (Some(m), 1) => {
                     let text = format!("mov.{mov} $0, $2;\n\t@$3 ld.global.{ty} $0, [$1];");
-                    let r = self
-                        .asm(
-                            Some(self.reg_type(e)),
-                            &text,
-                            &format!("=&{cls},l,{cls},b"),
-                            &[*p, init, m[i]],
-                        )?
-                        .unwrap();
-                    self.from_reg(e, r)?
+                    vec![self.asm(Some(self.reg_type(e)), &text, &format!("=&{cls},l,{cls},b"), &[p, inits[0], m[start]])?.unwrap()]
+                }
+                (Some(m), w) => {
+                    let outs: Vec<String> = (0..w).map(|j| format!("${j}")).collect();
+                    let movs: String = (0..w).map(|j| format!("mov.{mov} ${j}, ${};\n\t", w + 1 + j)).collect();
+                    let text = format!("{movs}@${} ld.global.v{w}.{ty} {{{}}}, [${w}];", 2 * w + 1, outs.join(", "));
+                    let cons = format!("{}l,{}b", format!("=&{cls},").repeat(w), format!("{cls},").repeat(w));
+                    let st = self.ctx.struct_type(&vec![self.reg_type(e); w], false);
+                    let mut args = vec![p];
+                    args.extend(&inits);
+                    args.push(m[start]);
+                    let r = self.asm(Some(st.into()), &text, &cons, &args)?.unwrap().into_struct_value();
+                    (0..w).map(|j| llvm(self.b.build_extract_value(r, j as u32, ""))).collect::<R<_>>()?
                 }
             };
-            out.push(v);
+            for r in regs {
+                out.push(self.of_reg(e, r)?);
+            }
         }
-        self.set(
-            op.results[0],
-            if rt.is_scalar() { Repr::S(out[0]) } else { Repr::T(out) },
-        );
+        self.set(op.results[0], if rt.is_scalar() { Repr::S(out[0]) } else { Repr::T(out) });
         Ok(())
     }
 
@@ -1145,19 +1183,21 @@ impl<'c> L<'c, '_> {
         let masks = mask.then(|| self.elems(op.operands[2]));
         let preds = self.write_preds(&t, masks, ptrs.len())?;
         let (cls, bits) = Self::access(e);
-        let ty = if bits == 8 {
-            "u8".to_string()
-        } else {
-            format!("b{bits}")
-        };
-        for i in 0..ptrs.len() {
-            let r = self.to_reg(e, vals[i])?;
-            self.asm(
-                None,
-                &format!("@$2 st.global.{ty} [$0], $1;"),
-                &format!("l,{cls},b,~{{memory}}"),
-                &[ptrs[i], r, preds[i].into()],
-            )?;
+        let ty = if bits == 8 { "u8".to_string() } else { format!("b{bits}") };
+        let w = self.vector_width(op.operands[0], mask.then(|| op.operands[2]), e);
+        for start in (0..ptrs.len()).step_by(w) {
+            let regs: Vec<BasicValueEnum> = (start..start + w).map(|i| self.to_reg(e, vals[i])).collect::<R<_>>()?;
+            let mut args = vec![ptrs[start]];
+            args.extend(&regs);
+            args.push(preds[start].into());
+            let text = if w == 1 {
+                format!("@$2 st.global.{ty} [$0], $1;")
+            } else {
+                let vs: Vec<String> = (1..=w).map(|j| format!("${j}")).collect();
+                format!("@${} st.global.v{w}.{ty} [$0], {{{}}};", w + 1, vs.join(", "))
+            };
+            let cons = format!("l,{}b,~{{memory}}", format!("{cls},").repeat(w));
+            self.asm(None, &text, &cons, &args)?;
         }
         Ok(())
     }
@@ -1210,7 +1250,7 @@ impl<'c> L<'c, '_> {
             let text = format!("mov.{mov} $0, 0;\n\t@${p} atom.acq_rel.gpu.global.{suffix} $0, [$1], {operands};");
             let cons = format!("=&{cls},l,{}b,~{{memory}}", format!("{cls},").repeat(nvals));
             let r = self.asm(Some(self.reg_type(e)), &text, &cons, &args)?.unwrap();
-            out.push(self.from_reg(e, r)?);
+            out.push(self.of_reg(e, r)?);
         }
         self.set(
             op.results[0],
@@ -1371,7 +1411,7 @@ impl<'c> L<'c, '_> {
                 s
             }
         };
-        self.from_reg(e, out.into())
+        self.of_reg(e, out.into())
     }
 
     fn reduce(&mut self, op: &Op, r: ReduceOp, axis: usize) -> R<()> {

@@ -527,8 +527,7 @@ impl<'a> Cx<'a> {
                     },
                 };
                 let id = self
-                    .value_for(value, d, &[], "the fill value")
-                    .or_else(|_| Err(Reported))?;
+                    .value_for(value, d, &[], "the fill value")?;
                 v(self.broadcast_to(id, &shape, span)?)
             }
             "cdiv" => {

@@ -312,14 +312,11 @@ impl Cx<'_> {
         let mut inits = Vec::new();
         let mut kept = Vec::new();
         for (name, _) in &carried {
-            match self.lookup(name).map(|(_, b)| b.val.clone()) {
-                Some(Val::V(id)) => {
-                    inits.push(id);
-                    kept.push(name.clone());
-                }
-                // Not a tile: the assignment inside reports it. A poisoned variable stays
-                // poisoned (its uses report nothing), and the rest of the body is still checked.
-                _ => {}
+            // Not a tile: the assignment inside reports it. A poisoned variable stays poisoned
+            // (its uses report nothing), and the rest of the body is still checked.
+            if let Some(Val::V(id)) = self.lookup(name).map(|(_, b)| b.val.clone()) {
+                inits.push(id);
+                kept.push(name.clone());
             }
         }
         let types: Vec<Type> = inits.iter().map(|v| self.ty(*v).clone()).collect();
@@ -458,6 +455,7 @@ impl Cx<'_> {
             }
         }
         // Each branch runs in a scope holding copies of the assigned variables.
+        #[allow(clippy::type_complexity)]
         let branch = |cx: &mut Self, body: Option<&dyn Fn(&mut Self) -> R<Val>>| -> R<(Vec<Op>, Vec<ValueId>, Val)> {
             cx.push_scope(false);
             for (n, id) in &kept {
@@ -601,8 +599,7 @@ fn walk_block(b: &Block, locals: &mut Vec<HashSet<String>>, out: &mut Vec<(Strin
                 }
             }
             Stmt::For(f) => {
-                let mut inner = vec![];
-                inner.push(HashSet::from([f.var.name.clone()]));
+                let inner = vec![HashSet::from([f.var.name.clone()])];
                 locals.extend(inner);
                 walk_block(&f.body, locals, out);
                 locals.pop();

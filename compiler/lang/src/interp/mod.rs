@@ -569,7 +569,7 @@ impl Machine<'_> {
                 let xs = x.elems();
                 let last = x.shape.last().copied().unwrap_or(1);
                 let starts_run = |i: usize| {
-                    i % last == 0
+                    i.is_multiple_of(last)
                         || !matches!((xs[i - 1], xs[i]), (Scalar::I(a), Scalar::I(b)) if b == a.wrapping_add(1))
                 };
                 if let Some(i) = (0..xs.len())
