@@ -22,14 +22,12 @@ pub struct Layout {
     pub threads: usize,
 }
 
-/// Elements per chunk: up to four (16 bytes of f32).
-const VEC: usize = 4;
-
 impl Layout {
-    pub fn new(shape: &[usize], threads: u32) -> Layout {
+    /// The layout of `shape` for `threads` threads, with chunks of at most `max_vec` elements.
+    pub fn new(shape: &[usize], threads: u32, max_vec: usize) -> Layout {
         let numel: usize = shape.iter().product();
         let last = shape.last().copied().unwrap_or(1);
-        let vec = VEC.min(last).max(1);
+        let vec = max_vec.min(last).min((numel / threads as usize).max(1)).max(1);
         let chunks = numel / vec;
         let threads = threads as usize;
         Layout {
@@ -54,10 +52,15 @@ impl Layout {
 
     /// Row-major strides.
     pub fn strides(&self) -> Vec<usize> {
-        let mut s = vec![1; self.shape.len()];
-        for i in (0..self.shape.len().saturating_sub(1)).rev() {
-            s[i] = s[i + 1] * self.shape[i + 1];
-        }
-        s
+        strides(&self.shape)
     }
+}
+
+/// Row-major strides of a shape.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
 }

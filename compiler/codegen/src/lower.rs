@@ -32,8 +32,10 @@ const PTX_KERNEL: u32 = 71;
 pub(crate) fn lower<'c>(ctx: &'c Context, module: &Module<'c>, k: &Kernel, threads: u32, spec: &[crate::ArgSpec]) -> R<u32> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
+    let max_vec = max_vec(k);
     let mut l = L {
         info,
+        max_vec,
         ctx,
         m: module,
         b,
@@ -49,7 +51,24 @@ pub(crate) fn lower<'c>(ctx: &'c Context, module: &Module<'c>, k: &Kernel, threa
     Ok(l.smem_bytes)
 }
 
+/// Elements per layout chunk: 16 bytes of the narrowest element the kernel moves through memory
+/// (8 for 16-bit types, 4 for f32), so that its accesses can be 128 bits wide.
+fn max_vec(k: &Kernel) -> usize {
+    let mut narrowest = 4;
+    k.walk(&mut |op| {
+        if matches!(op.kind, OpKind::Load { .. } | OpKind::Store { .. })
+            && let Elem::Ptr { pointee, .. } = k.ty(op.operands[0]).elem
+            && pointee != DType::Bool
+        {
+            narrowest = narrowest.min(pointee.bytes());
+        }
+    });
+    (16 / narrowest).min(8)
+}
+
 struct L<'c, 'a> {
+    /// Largest chunk of a layout, in elements.
+    max_vec: usize,
     /// What the axis analysis knows about integer and pointer values.
     info: HashMap<ValueId, crate::axis::AxisInfo>,
     ctx: &'c Context,
@@ -235,7 +254,7 @@ impl<'c> L<'c, '_> {
     // ---- layouts and indices ------------------------------------------------------------------
 
     fn layout(&self, t: &Type) -> Layout {
-        Layout::new(&t.shape, self.threads)
+        Layout::new(&t.shape, self.threads, self.max_vec)
     }
 
     fn tid(&self) -> IntValue<'c> {
@@ -406,8 +425,7 @@ impl<'c> L<'c, '_> {
 
     /// Flat index into a tile of `shape` from per-axis indices.
     fn linear(&self, shape: &[usize], idx: &[IntValue<'c>]) -> R<IntValue<'c>> {
-        let lay = Layout::new(shape, self.threads);
-        let st = lay.strides();
+        let st = crate::layout::strides(shape);
         let mut acc = self.i32c(0);
         for (d, i) in idx.iter().enumerate() {
             let t = llvm(self.b.build_int_mul(*i, self.i32c(st[d] as u64), ""))?;
@@ -1079,17 +1097,16 @@ impl<'c> L<'c, '_> {
         if t.is_scalar() || matches!(e, Elem::Scalar(DType::Bool) | Elem::Ptr { .. }) {
             return 1;
         }
-        let lay = self.layout(t);
-        let w = lay.vec as u64;
         let bytes = Self::smem_size(e) as u64;
         let unknown = crate::axis::AxisInfo::UNKNOWN;
         let p = self.info.get(&ptr).copied().unwrap_or(unknown);
-        let mask_ok = mask.is_none_or(|m| self.info.get(&m).copied().unwrap_or(unknown).constancy >= w);
-        if w >= 2 && p.contiguity >= w && p.divisibility >= w * bytes && w * bytes <= 16 && mask_ok {
-            lay.vec
-        } else {
-            1
+        let m = mask.map(|m| self.info.get(&m).copied().unwrap_or(unknown).constancy).unwrap_or(u64::MAX);
+        // The widest power of two within the chunk and 16 bytes that the facts allow.
+        let mut w = (self.layout(t).vec as u64).min(16 / bytes);
+        while w > 1 && !(p.contiguity >= w && p.divisibility >= w * bytes && m >= w) {
+            w /= 2;
         }
+        w as usize
     }
 
     fn load(&mut self, op: &Op, mask: bool, other: bool) -> R<()> {
@@ -1139,16 +1156,29 @@ impl<'c> L<'c, '_> {
                     vec![self.asm(Some(self.reg_type(e)), &text, &format!("=&{cls},l,{cls},b"), &[p, inits[0], m[start]])?.unwrap()]
                 }
                 (Some(m), w) => {
-                    let outs: Vec<String> = (0..w).map(|j| format!("${j}")).collect();
-                    let movs: String = (0..w).map(|j| format!("mov.{mov} ${j}, ${};\n\t", w + 1 + j)).collect();
-                    let text = format!("{movs}@${} ld.global.v{w}.{ty} {{{}}}, [${w}];", 2 * w + 1, outs.join(", "));
-                    let cons = format!("{}l,{}b", format!("=&{cls},").repeat(w), format!("{cls},").repeat(w));
-                    let st = self.ctx.struct_type(&vec![self.reg_type(e); w], false);
+                    // Sub-word elements travel packed into 32-bit words (PTX vectors have at most
+                    // four elements).
+                    let (n, packed) = if bits < 32 { (w * bits as usize / 32, true) } else { (w, false) };
+                    let (cls, ty, mov) = if packed { ("r", "b32".to_string(), "b32".to_string()) } else { (cls, ty.clone(), mov.clone()) };
+                    let inits = if packed { self.pack(&inits, bits)? } else { inits };
+                    let outs: Vec<String> = (0..n).map(|j| format!("${j}")).collect();
+                    let movs: String = (0..n).map(|j| format!("mov.{mov} ${j}, ${};\n\t", n + 1 + j)).collect();
+                    let vec = if n == 1 { String::new() } else { format!(".v{n}") };
+                    let dst = if n == 1 { "$0".to_string() } else { format!("{{{}}}", outs.join(", ")) };
+                    let text = format!("{movs}@${} ld.global{vec}.{ty} {dst}, [${n}];", 2 * n + 1);
+                    let cons = format!("{}l,{}b", format!("=&{cls},").repeat(n), format!("{cls},").repeat(n));
+                    let rt = if packed { self.ctx.i32_type().into() } else { self.reg_type(e) };
                     let mut args = vec![p];
                     args.extend(&inits);
                     args.push(m[start]);
-                    let r = self.asm(Some(st.into()), &text, &cons, &args)?.unwrap().into_struct_value();
-                    (0..w).map(|j| llvm(self.b.build_extract_value(r, j as u32, ""))).collect::<R<_>>()?
+                    let words: Vec<BasicValueEnum> = if n == 1 {
+                        vec![self.asm(Some(rt), &text, &cons, &args)?.unwrap()]
+                    } else {
+                        let st = self.ctx.struct_type(&vec![rt; n], false);
+                        let r = self.asm(Some(st.into()), &text, &cons, &args)?.unwrap().into_struct_value();
+                        (0..n).map(|j| llvm(self.b.build_extract_value(r, j as u32, ""))).collect::<R<_>>()?
+                    };
+                    if packed { self.unpack(&words, bits)? } else { words }
                 }
             };
             for r in regs {
@@ -1187,19 +1217,55 @@ impl<'c> L<'c, '_> {
         let w = self.vector_width(op.operands[0], mask.then(|| op.operands[2]), e);
         for start in (0..ptrs.len()).step_by(w) {
             let regs: Vec<BasicValueEnum> = (start..start + w).map(|i| self.to_reg(e, vals[i])).collect::<R<_>>()?;
+            let packed = w > 1 && bits < 32;
+            let (regs, cls, ty) = if packed { (self.pack(&regs, bits)?, "r", "b32".to_string()) } else { (regs, cls, ty.clone()) };
+            let n = regs.len();
             let mut args = vec![ptrs[start]];
             args.extend(&regs);
             args.push(preds[start].into());
-            let text = if w == 1 {
+            let text = if n == 1 {
                 format!("@$2 st.global.{ty} [$0], $1;")
             } else {
-                let vs: Vec<String> = (1..=w).map(|j| format!("${j}")).collect();
-                format!("@${} st.global.v{w}.{ty} [$0], {{{}}};", w + 1, vs.join(", "))
+                let vs: Vec<String> = (1..=n).map(|j| format!("${j}")).collect();
+                format!("@${} st.global.v{n}.{ty} [$0], {{{}}};", n + 1, vs.join(", "))
             };
-            let cons = format!("l,{}b,~{{memory}}", format!("{cls},").repeat(w));
+            let cons = format!("l,{}b,~{{memory}}", format!("{cls},").repeat(n));
             self.asm(None, &text, &cons, &args)?;
         }
         Ok(())
+    }
+
+    /// Packs sub-word registers (8- or 16-bit values held in i16) into 32-bit words, lowest
+    /// element in the lowest bits.
+    fn pack(&self, regs: &[BasicValueEnum<'c>], bits: u32) -> R<Vec<BasicValueEnum<'c>>> {
+        let i32t = self.ctx.i32_type();
+        let per = (32 / bits) as usize;
+        regs.chunks(per)
+            .map(|group| {
+                let mut word = i32t.const_zero();
+                for (j, r) in group.iter().enumerate() {
+                    let x = llvm(self.b.build_int_z_extend(r.into_int_value(), i32t, ""))?;
+                    let x = llvm(self.b.build_and(x, i32t.const_int((1u64 << bits) - 1, false), ""))?;
+                    let x = llvm(self.b.build_left_shift(x, i32t.const_int(j as u64 * bits as u64, false), ""))?;
+                    word = llvm(self.b.build_or(word, x, ""))?;
+                }
+                Ok(word.into())
+            })
+            .collect()
+    }
+
+    /// The inverse of `pack`: each 32-bit word back into i16 registers of `bits`-bit values.
+    fn unpack(&self, words: &[BasicValueEnum<'c>], bits: u32) -> R<Vec<BasicValueEnum<'c>>> {
+        let i32t = self.ctx.i32_type();
+        let mut out = Vec::new();
+        for w in words {
+            for j in 0..32 / bits {
+                let x = llvm(self.b.build_right_shift(w.into_int_value(), i32t.const_int((j * bits) as u64, false), false, ""))?;
+                let x = llvm(self.b.build_and(x, i32t.const_int((1u64 << bits) - 1, false), ""))?;
+                out.push(llvm(self.b.build_int_truncate(x, self.ctx.i16_type(), ""))?.into());
+            }
+        }
+        Ok(out)
     }
 
     fn atomic(&mut self, op: &Op, kind: Option<AtomicOp>, mask: bool) -> R<()> {
@@ -1469,7 +1535,7 @@ impl<'c> L<'c, '_> {
         let n = st.shape[axis];
         self.stage(src)?;
         let bases = self.reduce_bases(&st, &rt, axis)?;
-        let stride = Layout::new(&st.shape, self.threads).strides()[axis] as u64;
+        let stride = crate::layout::strides(&st.shape)[axis] as u64;
         let inits: Vec<_> = bases.iter().map(|b| self.smem_load(st.elem, 0, *b)).collect::<R<_>>()?;
         let out = self.counted_loop(
             self.i32c(1),
@@ -1538,7 +1604,7 @@ impl<'c> L<'c, '_> {
         let n = st.shape[axis];
         self.stage(src)?;
         let bases = self.reduce_bases(&st, &rt, axis)?;
-        let stride = Layout::new(&st.shape, self.threads).strides()[axis] as u64;
+        let stride = crate::layout::strides(&st.shape)[axis] as u64;
         let mut inits = Vec::new();
         for b in &bases {
             inits.push(self.smem_load(st.elem, 0, *b)?);
