@@ -1,174 +1,142 @@
-//! Loads and launches compiled kernels on an NVIDIA GPU. The only crate that uses cudarc; the
-//! CUDA driver is loaded at run time, so everything builds and its non-GPU paths run on machines
-//! without CUDA, where [`Gpu::new`] returns [`RuntimeError::NoDriver`] instead of panicking.
+//! Loads and launches compiled kernels on an NVIDIA GPU, and the JIT that Rust programs use to
+//! run `.tile` kernels. The only crate that uses cudarc; the CUDA driver is loaded at run time,
+//! so everything builds and its non-GPU paths run on machines without CUDA, where
+//! [`Gpu::new`] returns [`RuntimeError::NoDriver`] instead of panicking.
+//!
+//! # The JIT
+//!
+//! ```no_run
+//! use tile_runtime::{Arg, ConstValue, DeviceTensor, Gpu, Jit, JitOptions, Source};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let gpu = Gpu::new(0)?;
+//!     // The source is compiled into the program; `Source::File(path)` reads one at run time.
+//!     let jit = Jit::new(
+//!         &gpu,
+//!         Source::Static(include_str!("../../dsl-examples/vector_add.tile")),
+//!         JitOptions::default(),
+//!     )?;
+//!     // A handle per kernel and binding of its compile-time parameters: checked now (its
+//!     // diagnostics are the error), compiled on first launch. Keep it: launches through it
+//!     // only look up a small list.
+//!     const BLOCK: u32 = 1024;
+//!     let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(BLOCK as i64))])?;
+//!
+//!     let n = 1_000_000;
+//!     let x = DeviceTensor::upload(&gpu, &vec![1.0f32; n])?;
+//!     let y = DeviceTensor::upload(&gpu, &vec![2.0f32; n])?;
+//!     let mut out = DeviceTensor::<f32>::zeros(&gpu, n)?;
+//!     // `vector_add(x: *f32, y: *f32, out: *mut f32, n: i32)`: arguments are checked against
+//!     // the signature (count, dtypes, `*mut` needs `buf_mut`) before anything reaches the GPU.
+//!     add.launch(
+//!         (n as u32).div_ceil(BLOCK),
+//!         &[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(n as i32)],
+//!     )?;
+//!     assert!(out.download()?.iter().all(|&v| v == 3.0));
+//!
+//!     // A mistake is a typed error naming the parameter, not a crash on the GPU:
+//!     let err = add.launch(1, &[Arg::buf(&x), Arg::buf(&y), Arg::buf(&out), Arg::i32(1)]);
+//!     println!("{}", err.unwrap_err()); // ... `out: *mut f32` is written by the kernel; ...
+//!     Ok(())
+//! }
+//! ```
+//!
+//! What a launch does:
+//!
+//! 1. [`check_args`]: the arguments against the kernel's parameters, a pure function.
+//! 2. Specialisation, as Triton does: each integer argument equal to 1 or divisible by 16, and
+//!    each buffer aligned to 16 bytes, is a fact codegen may use ([`tile_codegen::ArgSpec`]);
+//!    the facts of a launch select one compiled variant of the kernel.
+//! 3. The variant, from the first cache that has it: the handle's own list (packed tags, no
+//!    hashing), the [`Jit`]'s map (shared by handles), the disk cache (across processes; see
+//!    [`cache`]), or a fresh compile (source → PTX → cubin when ptxas is found).
+//! 4. The launch: the caller's grid, the compiled block size and dynamic shared memory.
+//!    [`JitKernel::launch`] waits for the kernel; [`JitKernel::launch_async`] does not.
+//!
+//! The disk cache lives in `TILE_CACHE_DIR`, else `$XDG_CACHE_HOME/tile`, else
+//! `$HOME/.cache/tile` ([`JitOptions::cache_dir`] overrides it; `None` turns it off).
+//!
+//! # Below the JIT
+//!
+//! [`Gpu`] loads PTX or cubins ([`Gpu::load`]) and launches them with untyped [`KernelArg`]s
+//! ([`Gpu::launch`], [`Gpu::launch_async`]): what `tilec verify` uses.
 
-use std::sync::Arc;
+mod args;
+pub mod cache;
+mod compile;
+mod gpu;
+mod jit;
+mod tensor;
 
-use cudarc::driver::sys::CUfunction_attribute_enum as Attr;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+pub use args::{Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, signature, spec_tags};
+pub use compile::{JitError, Origin, Source};
+pub use gpu::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError};
+pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
+pub use tensor::{DeviceTensor, Element};
 
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    #[error("no CUDA driver found (libcuda could not be loaded); a GPU and its driver are needed to run kernels")]
-    NoDriver,
-    #[error("CUDA: {0}")]
-    Driver(String),
-    #[error("kernel `{name}` needs {need} bytes of shared memory; this GPU allows {limit}")]
-    SharedMemory { name: String, need: u32, limit: u32 },
-}
+/// Re-exported so that callers name compile-time values, dtypes and half floats with the same
+/// versions the JIT uses.
+pub use half;
+pub use tile_codegen::{ArgSpec, Target};
+pub use tile_lang::ir::{ConstValue, DType, Elem};
 
-fn drv<T>(r: Result<T, cudarc::driver::DriverError>) -> Result<T, RuntimeError> {
-    r.map_err(|e| RuntimeError::Driver(e.to_string()))
-}
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn llvm_version_matches_the_workspace_inkwell_feature() {
+        // `cache::LLVM_VERSION` is hard-coded (see there); the workspace picks LLVM through
+        // inkwell's `llvmMAJOR-MINOR` feature. Keep the two in step.
+        let manifest = include_str!("../../Cargo.toml");
+        let feature = format!("\"llvm{}", crate::cache::LLVM_VERSION.replace('.', "-"));
+        let inkwell = manifest
+            .lines()
+            .find(|l| l.trim_start().starts_with("inkwell"))
+            .expect("the workspace declares inkwell");
+        assert!(
+            inkwell.contains(&feature),
+            "cache::LLVM_VERSION is {} but the workspace's inkwell line is `{inkwell}`",
+            crate::cache::LLVM_VERSION
+        );
+    }
 
-/// A GPU with one stream.
-pub struct Gpu {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-}
+    #[test]
+    fn compiler_version_fingerprints_the_compiler_sources() {
+        let v = crate::cache::COMPILER_VERSION;
+        let digest = v
+            .strip_prefix(concat!(env!("CARGO_PKG_VERSION"), "+"))
+            .unwrap_or_else(|| panic!("{v}"));
+        // Built in the workspace: 8 bytes of the SHA-256 of compiler/{lang,codegen}/src.
+        assert_eq!(digest.len(), 16, "{v}");
+        assert!(digest.bytes().all(|b| b.is_ascii_hexdigit()), "{v}");
+    }
 
-/// Machine code or PTX for the driver to load.
-pub enum Image<'a> {
-    Ptx(&'a str),
-    Cubin(&'a [u8]),
-}
+    #[test]
+    fn handles_and_tensors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<super::Gpu>();
+        send_sync::<super::Jit>();
+        send_sync::<super::JitKernel>();
+        send_sync::<super::LoadedKernel>();
+        send_sync::<super::DeviceTensor<f32>>();
+        send_sync::<super::JitError>();
+    }
 
-/// A kernel loaded on the GPU, with what the driver reports about it.
-pub struct Function {
-    func: CudaFunction,
-    pub name: String,
-    pub registers: i32,
-    pub local_bytes: i32,
-    pub static_shared_bytes: i32,
-}
+    #[test]
+    fn grids_from_tuples() {
+        use super::Grid;
+        assert_eq!(Grid::from(5), Grid([5, 1, 1]));
+        assert_eq!(Grid::from((5, 6)), Grid([5, 6, 1]));
+        assert_eq!(Grid::from((5, 6, 7)), Grid([5, 6, 7]));
+        assert_eq!(Grid::from([5, 6, 7]), Grid([5, 6, 7]));
+    }
 
-/// Device memory (bytes).
-#[derive(Debug)]
-pub struct DeviceBuffer {
-    slice: CudaSlice<u8>,
-    pub len: usize,
-}
-
-/// One kernel argument, typed as the kernel's parameter.
-#[derive(Clone, Copy, Debug)]
-pub enum KernelArg<'a> {
-    Buffer(&'a DeviceBuffer),
-    U8(u8),
-    U16(u16),
-    U32(u32),
-    U64(u64),
-    F32(f32),
-    F64(f64),
-}
-
-impl Gpu {
-    /// Opens GPU `ordinal`.
-    pub fn new(ordinal: usize) -> Result<Gpu, RuntimeError> {
-        // SAFETY: only probes whether the driver library can be loaded.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(RuntimeError::NoDriver);
+    #[test]
+    fn no_gpu_is_an_error_not_a_panic() {
+        // On machines with a driver this opens GPU 0 (or fails with a driver error); either way
+        // it returns rather than panicking.
+        match super::Gpu::new(0) {
+            Ok(_) | Err(super::RuntimeError::NoDriver) | Err(super::RuntimeError::Driver(_)) => {}
+            Err(e) => panic!("unexpected error: {e}"),
         }
-        let ctx = drv(CudaContext::new(ordinal))?;
-        let stream = ctx.default_stream();
-        Ok(Gpu { ctx, stream })
-    }
-
-    pub fn name(&self) -> String {
-        self.ctx.name().unwrap_or_else(|_| "unknown GPU".into())
-    }
-
-    /// `(major, minor)` compute capability.
-    pub fn compute_capability(&self) -> Result<(i32, i32), RuntimeError> {
-        use cudarc::driver::sys::CUdevice_attribute_enum as D;
-        Ok((
-            drv(self.ctx.attribute(D::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR))?,
-            drv(self.ctx.attribute(D::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))?,
-        ))
-    }
-
-    /// Loads one kernel and records its resource use; raises its dynamic shared-memory limit
-    /// when it needs more than the default 48 KB.
-    pub fn load(&self, image: Image<'_>, name: &str, dynamic_smem: u32) -> Result<Function, RuntimeError> {
-        let ptx = match image {
-            Image::Ptx(text) => cudarc::nvrtc::Ptx::from_src(text),
-            Image::Cubin(bytes) => cudarc::nvrtc::Ptx::from_binary(bytes.to_vec()),
-        };
-        let module = drv(self.ctx.load_module(ptx))?;
-        let func = drv(module.load_function(name))?;
-        let registers = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_NUM_REGS))?;
-        let local_bytes = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))?;
-        let static_shared_bytes = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))?;
-        if dynamic_smem > 48 * 1024 {
-            use cudarc::driver::sys::CUdevice_attribute_enum as D;
-            let limit = drv(self
-                .ctx
-                .attribute(D::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))? as u32;
-            if dynamic_smem > limit {
-                return Err(RuntimeError::SharedMemory {
-                    name: name.into(),
-                    need: dynamic_smem,
-                    limit,
-                });
-            }
-            drv(func.set_attribute(
-                Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dynamic_smem as i32,
-            ))?;
-        }
-        Ok(Function {
-            func,
-            name: name.into(),
-            registers,
-            local_bytes,
-            static_shared_bytes,
-        })
-    }
-
-    pub fn upload(&self, bytes: &[u8]) -> Result<DeviceBuffer, RuntimeError> {
-        // A zero-length allocation is not allowed; keep one byte nothing reads.
-        let data: Vec<u8> = if bytes.is_empty() { vec![0] } else { bytes.to_vec() };
-        let slice = drv(self.stream.clone_htod(&data))?;
-        Ok(DeviceBuffer {
-            slice,
-            len: bytes.len(),
-        })
-    }
-
-    pub fn download(&self, buf: &DeviceBuffer) -> Result<Vec<u8>, RuntimeError> {
-        let mut v = drv(self.stream.clone_dtoh(&buf.slice))?;
-        v.truncate(buf.len);
-        Ok(v)
-    }
-
-    /// Launches `f` on `grid` blocks of `block` threads and waits for it to finish.
-    pub fn launch(
-        &self,
-        f: &Function,
-        grid: [u32; 3],
-        block: u32,
-        dynamic_smem: u32,
-        args: &[KernelArg<'_>],
-    ) -> Result<(), RuntimeError> {
-        let cfg = LaunchConfig {
-            grid_dim: (grid[0], grid[1], grid[2]),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: dynamic_smem,
-        };
-        let mut b = self.stream.launch_builder(&f.func);
-        for a in args {
-            match a {
-                KernelArg::Buffer(d) => b.arg(&d.slice),
-                KernelArg::U8(v) => b.arg(v),
-                KernelArg::U16(v) => b.arg(v),
-                KernelArg::U32(v) => b.arg(v),
-                KernelArg::U64(v) => b.arg(v),
-                KernelArg::F32(v) => b.arg(v),
-                KernelArg::F64(v) => b.arg(v),
-            };
-        }
-        // SAFETY: the arguments were built from the kernel's signature (count, order and types),
-        // and every buffer outlives the launch, which is waited for below.
-        drv(unsafe { b.launch(cfg) }.map(|_| ()))?;
-        drv(self.stream.synchronize())
     }
 }

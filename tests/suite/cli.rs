@@ -72,3 +72,130 @@ fn verify_reports_errors_and_needs_a_backend() {
     assert!(out.trim_end().ends_with("passed, 0 failed"), "{out}");
     assert_eq!(tilec(&["verify", &path("dsl-examples/vector_add.tile")]).0, 2);
 }
+
+/// A fresh, empty folder under the system's temp dir for one test.
+fn temp_dir(test: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tile-cli-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn compile_writes_ptx_to_a_file_or_one_per_kernel() {
+    let dir = temp_dir("ptx");
+    let one = dir.join("vector_add.ptx");
+    let (code, out, err) = tilec(&[
+        "compile",
+        &path("dsl-examples/vector_add.tile"),
+        "--emit",
+        "ptx",
+        "--sm",
+        "80",
+        "-o",
+        one.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let written = std::fs::read_to_string(&one).unwrap();
+    assert_eq!(written, out, "the file and stdout differ");
+    assert!(written.contains(".target sm_80"), "{written}");
+    assert!(written.contains(".entry vector_add("), "{written}");
+    // Several kernels and `-o DIR`: DIR/NAME.ptx each; `--emit ir` alone prints no PTX.
+    let (code, out, err) = tilec(&[
+        "compile",
+        &path("dsl-examples/swiglu.tile"),
+        "--emit",
+        "ir",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(".entry"), "{out}");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 3, "{names:?}");
+    for name in names.iter().filter(|n| *n != "vector_add.ptx") {
+        let kernel = name.trim_end_matches(".ptx");
+        let ptx = std::fs::read_to_string(dir.join(name)).unwrap();
+        assert!(ptx.contains(&format!(".entry {kernel}(")), "{name}:\n{ptx}");
+        assert!(ptx.contains(".target sm_90a"), "{name}");
+    }
+    let (code, _, err) = tilec(&[
+        "compile",
+        &path("dsl-examples/vector_add.tile"),
+        "--emit",
+        "ptx",
+        "-o",
+        dir.join("missing/x.ptx").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot write"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compile_emits_resources_and_timings() {
+    let file = path("dsl-examples/swiglu.tile");
+    // Without ptxas only the timings of the stages before it can be checked.
+    let ptxas = crate::ptx::ptxas("compile_emits_resources_and_timings");
+    let emit = if ptxas.is_some() { "resources" } else { "ptx" };
+    let (code, out, err) = tilec(&["compile", &file, "--emit", emit, "--timings"]);
+    assert_eq!(code, 0, "{err}");
+    let timings: Vec<&str> = err.lines().filter(|l| l.starts_with("timings: ")).collect();
+    assert_eq!(timings.len(), 2, "one line per kernel:\n{err}");
+    for line in &timings {
+        for stage in ["parse ", "check ", "codegen "] {
+            let at = line.find(stage).unwrap_or_else(|| panic!("no {stage}in {line}"));
+            assert!(
+                line[at + stage.len()..]
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .parse::<f64>()
+                    .is_ok(),
+                "{line}"
+            );
+        }
+        assert_eq!(line.ends_with("ptxas -"), ptxas.is_none(), "{line}");
+    }
+    if ptxas.is_some() {
+        let reports: Vec<&str> = out.lines().collect();
+        assert_eq!(reports.len(), 2, "{out}");
+        for r in reports {
+            assert!(r.contains("registers "), "{r}");
+            assert!(r.contains("spills 0 B stored / 0 B loaded"), "{r}");
+            assert!(r.contains("dynamic shared "), "{r}");
+            assert!(r.ends_with(" threads"), "{r}");
+        }
+    }
+    // Without --timings, stderr stays empty; with only `--emit ir`, codegen and ptxas show `-`.
+    let (code, _, err) = tilec(&["compile", &file, "--emit", "ir"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = tilec(&["compile", &file, "--emit", "ir", "--timings"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.lines().all(|l| l.ends_with("codegen -, ptxas -")), "{err}");
+}
+
+#[test]
+fn verify_all_finds_the_examples() {
+    // The test runs in tests/; `--all` finds dsl-examples/ in its parent.
+    let (code, out, err) = tilec(&["verify", "--all", "--interpret"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for f in tile_tests::tile_files("dsl-examples") {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            out.lines().any(|l| l.ends_with(&format!("dsl-examples/{name}"))),
+            "{name} not verified:\n{out}"
+        );
+    }
+    assert!(out.trim_end().ends_with("passed, 0 failed"), "{out}");
+    assert!(!out.contains("FAILED"), "{out}");
+    assert_eq!(
+        tilec(&["verify", "--interpret"]).0,
+        2,
+        "no files and no --all is a usage error"
+    );
+}

@@ -5,4 +5,5 @@ mod cli;
 mod diagnostics;
 mod examples;
 mod interp;
+mod ptx;
 mod robustness;

@@ -50,15 +50,25 @@ enum Command {
         /// Warps per block (default: the kernel's first `#[warps(..)]` candidate, else 4).
         #[arg(long)]
         num_warps: Option<u32>,
+        /// Compile as for launches whose pointers are 16-byte aligned and whose integer
+        /// arguments are multiples of 16 (what the JIT specialises on).
+        #[arg(long)]
+        assume_aligned: bool,
         /// Write the PTX here (one kernel: the file; several: one file per kernel, NAME.ptx).
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
+        /// Print each kernel's parse, check, codegen and ptxas wall times to stderr.
+        #[arg(long)]
+        timings: bool,
     },
     /// Run each file's `run` specs and compare with their references: on the GPU (and with
     /// the interpreter), or with `--interpret` on the interpreter alone.
     Verify {
-        #[arg(required = true)]
+        #[arg(required_unless_present = "all")]
         files: Vec<PathBuf>,
+        /// Every `.tile` in dsl-examples/ (in the current directory or an ancestor).
+        #[arg(long)]
+        all: bool,
         /// Run on the reference interpreter (the CPU) only.
         #[arg(long)]
         interpret: bool,
@@ -103,18 +113,29 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             sm,
             num_warps,
             output,
+            timings,
+            assume_aligned,
         } => cmd_compile(
             &file,
             &emit,
             &defines,
             kernel.as_deref(),
             &sm,
-            num_warps,
+            (num_warps, assume_aligned),
             output.as_deref(),
+            timings,
             out,
             err,
         ),
-        Command::Verify { files, interpret, sm } => cmd_verify(&files, interpret, &sm, out, err),
+        Command::Verify {
+            mut files,
+            all,
+            interpret,
+            sm,
+        } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
+            files.extend(more);
+            cmd_verify(&files, interpret, &sm, out, err)
+        }),
     };
     match r {
         Ok(code) => code,
@@ -238,15 +259,20 @@ fn cmd_compile(
     defines: &[String],
     kernel: Option<&str>,
     sm: &str,
-    num_warps: Option<u32>,
+    (num_warps, assume_aligned): (Option<u32>, bool),
     output: Option<&Path>,
+    timings: bool,
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
 ) -> anyhow::Result<i32> {
     let bindings = parse_defines(defines)?;
     let target = tile_codegen::target(sm)?;
     let src = read(file)?;
-    let ast = match syntax::parse(&src.text) {
+    let ms = |t: Instant| Some(t.elapsed().as_secs_f64() * 1e3);
+    let started = Instant::now();
+    let parsed = syntax::parse(&src.text);
+    let parse_ms = ms(started);
+    let ast = match parsed {
         Ok(a) => a,
         Err(d) => {
             diag::emit(err, &src.name, &src.text, &d);
@@ -261,8 +287,14 @@ fn cmd_compile(
         None => check::kernel_names(&ast),
     };
     let mut failed = false;
+    // Per kernel: parse, check, codegen, ptxas milliseconds (None: that stage did not run).
+    let mut times: Vec<(String, [Option<f64>; 4])> = Vec::new();
     for name in names {
-        match check::check_kernel(&src.text, &ast, &name, &bindings) {
+        let started = Instant::now();
+        let checked = check::check_kernel(&src.text, &ast, &name, &bindings);
+        times.push((name.clone(), [parse_ms, ms(started), None, None]));
+        let t = &mut times.last_mut().expect("just pushed").1;
+        match checked {
             Ok(k) => {
                 if emit.contains(&Stage::Ir) {
                     write!(out, "{k}")?;
@@ -277,9 +309,16 @@ fn cmd_compile(
                 let opts = tile_codegen::CompileOptions {
                     target: target.clone(),
                     num_warps: num_warps.unwrap_or_else(|| k.warps.first().copied().unwrap_or(4)),
-                    specialization: Vec::new(),
+                    specialization: if assume_aligned {
+                        k.params.iter().map(|_| tile_codegen::ArgSpec { equals_one: false, divisible_by_16: true }).collect()
+                    } else {
+                        Vec::new()
+                    },
                 };
-                let c = match tile_codegen::compile(&k, &opts) {
+                let started = Instant::now();
+                let compiled = tile_codegen::compile(&k, &opts);
+                t[2] = ms(started);
+                let c = match compiled {
                     Ok(c) => c,
                     Err(e) => {
                         writeln!(err, "error: {}: kernel `{}`: {e}", src.name, k.name)?;
@@ -297,7 +336,10 @@ fn cmd_compile(
                     let ptxas = tile_codegen::ptxas::find().ok_or_else(|| {
                         anyhow::anyhow!("`--emit resources` needs ptxas: run tests/setup.sh, or set TILE_PTXAS")
                     })?;
-                    match tile_codegen::ptxas::assemble(&ptxas, &c.ptx, target.sm) {
+                    let started = Instant::now();
+                    let assembled = tile_codegen::ptxas::assemble(&ptxas, &c.ptx, target.sm);
+                    t[3] = ms(started);
+                    match assembled {
                         Ok((_, r)) => writeln!(
                             out,
                             "{}: {r}, dynamic shared {} B, {} threads",
@@ -325,7 +367,30 @@ fn cmd_compile(
             }
         }
     }
+    if timings {
+        for (name, t) in times {
+            let [p, c, g, x] = t.map(|t| t.map_or("-".to_string(), |t| format!("{t:.1} ms")));
+            writeln!(err, "timings: {name}: parse {p}, check {c}, codegen {g}, ptxas {x}")?;
+        }
+    }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// Every `.tile` in the first `dsl-examples/` found in the current directory or an ancestor.
+fn all_examples() -> anyhow::Result<Vec<PathBuf>> {
+    let cwd = std::env::current_dir()?;
+    let dir = cwd
+        .ancestors()
+        .map(|d| d.join("dsl-examples"))
+        .find(|d| d.is_dir())
+        .ok_or_else(|| anyhow::anyhow!("--all: no dsl-examples/ in {} or its ancestors", cwd.display()))?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "tile"))
+        .collect();
+    files.sort();
+    anyhow::ensure!(!files.is_empty(), "--all: no .tile files in {}", dir.display());
+    Ok(files)
 }
 
 /// The seed of one case's inputs: stable across runs and machines.

@@ -1,0 +1,657 @@
+//! Launch arguments and their checking against a kernel's signature.
+//!
+//! Checking is a pure function of the signature and the arguments ([`check_args`]), run before
+//! anything reaches the GPU, so every mistake it catches is testable without one.
+
+use std::marker::PhantomData;
+
+use half::{bf16, f16};
+use tile_codegen::ArgSpec;
+use tile_lang::ir::{DType, Elem};
+
+use crate::tensor::{DeviceTensor, Element, host_type};
+
+/// The most parameters a JIT kernel may have: each launch's specialisation key packs two bits
+/// per parameter into a `u128`, and the parameter values live in fixed arrays on the stack.
+pub const MAX_PARAMS: usize = 64;
+
+/// One kernel parameter as the JIT sees it: its name and element type (`*f32`, `*mut f32`,
+/// `i32`, ...).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamSig {
+    pub name: String,
+    pub elem: Elem,
+}
+
+impl std::fmt::Display for ParamSig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.name, self.elem)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum ArgKind {
+    Buffer { addr: u64, dtype: DType, mutable: bool },
+    Scalar { dtype: DType, bits: u64 },
+}
+
+/// One launch argument: a view of a device tensor (read-only or mutable) or a scalar of a
+/// given dtype. The lifetime ties a buffer argument to the borrow of its tensor, so a tensor
+/// cannot be dropped or mutably aliased while an argument list refers to it.
+#[derive(Clone, Copy, Debug)]
+pub struct Arg<'a> {
+    pub(crate) kind: ArgKind,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl<'a> Arg<'a> {
+    fn new(kind: ArgKind) -> Arg<'a> {
+        Arg {
+            kind,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// A read-only view of `t`: valid for `*T` parameters.
+    pub fn buf<T: Element>(t: &'a DeviceTensor<T>) -> Arg<'a> {
+        Arg::new(ArgKind::Buffer {
+            addr: t.device_ptr(),
+            dtype: T::DTYPE,
+            mutable: false,
+        })
+    }
+
+    /// A mutable view of `t`: valid for `*T` and `*mut T` parameters.
+    pub fn buf_mut<T: Element>(t: &'a mut DeviceTensor<T>) -> Arg<'a> {
+        Arg::new(ArgKind::Buffer {
+            addr: t.device_ptr(),
+            dtype: T::DTYPE,
+            mutable: true,
+        })
+    }
+
+    /// A scalar of `T`'s dtype.
+    pub fn scalar<T: Element>(v: T) -> Arg<'a> {
+        Arg::new(ArgKind::Scalar {
+            dtype: T::DTYPE,
+            bits: v.to_bits(),
+        })
+    }
+
+    /// A scalar given by its bit pattern, for dtypes with no Rust type (`f8e4m3`, `f8e5m2`,
+    /// `bool`); bits above the dtype's width are dropped.
+    pub fn scalar_bits(dtype: DType, bits: u64) -> Arg<'a> {
+        let mask = if dtype.bits() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << dtype.bits()) - 1
+        };
+        Arg::new(ArgKind::Scalar {
+            dtype,
+            bits: bits & mask,
+        })
+    }
+
+    pub fn bool(v: bool) -> Arg<'a> {
+        Arg::scalar_bits(DType::Bool, v as u64)
+    }
+    pub fn i8(v: i8) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn i16(v: i16) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn i32(v: i32) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn i64(v: i64) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn u8(v: u8) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn u16(v: u16) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn u32(v: u32) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn u64(v: u64) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn f16(v: f16) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn bf16(v: bf16) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn f32(v: f32) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn f64(v: f64) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+
+    /// What this argument is, for messages: "a read-only view of an f32 buffer", "an i64 scalar".
+    pub fn describe(&self) -> String {
+        match self.kind {
+            ArgKind::Buffer { dtype, mutable, .. } => format!(
+                "a {} view of {} {dtype} buffer",
+                if mutable { "mutable" } else { "read-only" },
+                article(dtype)
+            ),
+            ArgKind::Scalar { dtype, .. } => format!("{} {dtype} scalar", article(dtype)),
+        }
+    }
+
+    /// A buffer argument at a made-up address, for checking tests that have no GPU.
+    #[cfg(test)]
+    pub(crate) fn fake_buffer(dtype: DType, mutable: bool, addr: u64) -> Arg<'static> {
+        Arg::new(ArgKind::Buffer { addr, dtype, mutable })
+    }
+}
+
+impl<'a, T: Element> From<&'a DeviceTensor<T>> for Arg<'a> {
+    fn from(t: &'a DeviceTensor<T>) -> Arg<'a> {
+        Arg::buf(t)
+    }
+}
+
+impl<'a, T: Element> From<&'a mut DeviceTensor<T>> for Arg<'a> {
+    fn from(t: &'a mut DeviceTensor<T>) -> Arg<'a> {
+        Arg::buf_mut(t)
+    }
+}
+
+macro_rules! from_scalar {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Arg<'_> {
+            fn from(v: $t) -> Self {
+                Arg::scalar(v)
+            }
+        }
+    )*};
+}
+from_scalar!(i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64);
+
+impl From<bool> for Arg<'_> {
+    fn from(v: bool) -> Self {
+        Arg::bool(v)
+    }
+}
+
+fn article(d: DType) -> &'static str {
+    // "an i32", "an f32", "an u8" reads wrong: only the vowel sounds of the spelled-out names.
+    match d.name().as_bytes()[0] {
+        b'i' | b'f' => "an",
+        _ => "a",
+    }
+}
+
+/// How to pass a scalar of `d`: `Arg::i32(..)`, or `Arg::scalar_bits(DType::F8E4M3, ..)`.
+fn scalar_ctor(d: DType) -> String {
+    match d {
+        DType::F8E4M3 | DType::F8E5M2 => format!("Arg::scalar_bits(DType::{d:?}, ..)"),
+        _ => format!("Arg::{}(..)", d.name()),
+    }
+}
+
+/// The device tensor to pass for a `*d` parameter.
+fn tensor_of(d: DType) -> String {
+    match host_type(d) {
+        Some(t) => format!("a `DeviceTensor<{t}>`"),
+        None => format!("a buffer of {d} (no host type holds {d} yet)"),
+    }
+}
+
+/// A launch argument that does not fit the kernel's signature. Every variant names the kernel,
+/// the parameter (and its 0-based position), what was given and what would be valid.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ArgError {
+    #[error("kernel `{kernel}` takes {expected} argument{} ({signature}); got {got}", if *.expected == 1 { "" } else { "s" })]
+    Count {
+        kernel: String,
+        expected: usize,
+        got: usize,
+        signature: String,
+    },
+    #[error("kernel `{kernel}`: argument {} `{param}: {expected}` takes a device buffer; got {got}; pass {}", .index + 1, tensor_of(*.pointee))]
+    ExpectedBuffer {
+        kernel: String,
+        param: String,
+        index: usize,
+        expected: Elem,
+        pointee: DType,
+        got: String,
+    },
+    #[error("kernel `{kernel}`: argument {} `{param}: {expected}` takes a scalar; got {got}; pass `{}`", .index + 1, scalar_ctor(*.expected))]
+    ExpectedScalar {
+        kernel: String,
+        param: String,
+        index: usize,
+        expected: DType,
+        got: String,
+    },
+    #[error("kernel `{kernel}`: argument {} `{param}: {expected}` takes {} {expected} scalar; got {} {got} scalar; pass `{}`", .index + 1, article(*.expected), article(*.got), scalar_ctor(*.expected))]
+    ScalarDType {
+        kernel: String,
+        param: String,
+        index: usize,
+        expected: DType,
+        got: DType,
+    },
+    #[error("kernel `{kernel}`: argument {} `{param}: {expected}` takes a buffer of {pointee}; got {} {got} buffer; pass {}", .index + 1, article(*.got), tensor_of(*.pointee))]
+    BufferDType {
+        kernel: String,
+        param: String,
+        index: usize,
+        expected: Elem,
+        pointee: DType,
+        got: DType,
+    },
+    #[error("kernel `{kernel}`: argument {} `{param}: {expected}` is written by the kernel; got a read-only view of {} {pointee} buffer; pass `Arg::buf_mut(&mut ..)`", .index + 1, article(*.pointee))]
+    ReadOnly {
+        kernel: String,
+        param: String,
+        index: usize,
+        expected: Elem,
+        pointee: DType,
+    },
+    #[error("kernel `{kernel}` has {count} parameters; the JIT launches kernels with at most {max}")]
+    TooManyParams { kernel: String, count: usize, max: usize },
+}
+
+/// The signature as written: `x: *f32, y: *f32, out: *mut f32, n: i32`.
+pub fn signature(params: &[ParamSig]) -> String {
+    params.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Checks `args` against kernel `kernel`'s parameters: count, buffer or scalar, dtype, and
+/// mutability (a `*mut T` parameter needs a mutable view). A pure function: no GPU involved.
+pub fn check_args(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result<(), ArgError> {
+    if params.len() > MAX_PARAMS {
+        return Err(ArgError::TooManyParams {
+            kernel: kernel.into(),
+            count: params.len(),
+            max: MAX_PARAMS,
+        });
+    }
+    if args.len() != params.len() {
+        return Err(ArgError::Count {
+            kernel: kernel.into(),
+            expected: params.len(),
+            got: args.len(),
+            signature: signature(params),
+        });
+    }
+    for (index, (p, a)) in params.iter().zip(args).enumerate() {
+        match (p.elem, a.kind) {
+            (
+                Elem::Ptr { pointee, mutable },
+                ArgKind::Buffer {
+                    dtype,
+                    mutable: given_mut,
+                    ..
+                },
+            ) => {
+                if dtype != pointee {
+                    return Err(ArgError::BufferDType {
+                        kernel: kernel.into(),
+                        param: p.name.clone(),
+                        index,
+                        expected: p.elem,
+                        pointee,
+                        got: dtype,
+                    });
+                }
+                if mutable && !given_mut {
+                    return Err(ArgError::ReadOnly {
+                        kernel: kernel.into(),
+                        param: p.name.clone(),
+                        index,
+                        expected: p.elem,
+                        pointee,
+                    });
+                }
+            }
+            (Elem::Ptr { pointee, .. }, ArgKind::Scalar { .. }) => {
+                return Err(ArgError::ExpectedBuffer {
+                    kernel: kernel.into(),
+                    param: p.name.clone(),
+                    index,
+                    expected: p.elem,
+                    pointee,
+                    got: a.describe(),
+                });
+            }
+            (Elem::Scalar(expected), ArgKind::Buffer { .. }) => {
+                return Err(ArgError::ExpectedScalar {
+                    kernel: kernel.into(),
+                    param: p.name.clone(),
+                    index,
+                    expected,
+                    got: a.describe(),
+                });
+            }
+            (Elem::Scalar(expected), ArgKind::Scalar { dtype, .. }) => {
+                if dtype != expected {
+                    return Err(ArgError::ScalarDType {
+                        kernel: kernel.into(),
+                        param: p.name.clone(),
+                        index,
+                        expected,
+                        got: dtype,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The integer an integer scalar holds (sign-extended for signed dtypes).
+fn int_value(dtype: DType, bits: u64) -> i64 {
+    match dtype {
+        DType::I8 => bits as u8 as i8 as i64,
+        DType::I16 => bits as u16 as i16 as i64,
+        DType::I32 => bits as u32 as i32 as i64,
+        _ => bits as i64,
+    }
+}
+
+/// What codegen may assume about one argument (Triton's specialisation): integers equal to 1
+/// or divisible by 16, buffers aligned to 16 bytes. Floats and bools promise nothing.
+pub fn arg_spec(a: &Arg<'_>) -> ArgSpec {
+    match a.kind {
+        ArgKind::Buffer { addr, .. } => ArgSpec::of_ptr(addr),
+        ArgKind::Scalar { dtype, bits } if dtype.is_int() => ArgSpec::of_int(int_value(dtype, bits)),
+        ArgKind::Scalar { .. } => ArgSpec::default(),
+    }
+}
+
+/// The specialisation of a launch packed two bits per argument: the in-memory cache's key on
+/// the hot path, computed without allocating. Only meaningful for checked arguments (at most
+/// [`MAX_PARAMS`] of them).
+pub(crate) fn spec_key(args: &[Arg<'_>]) -> u128 {
+    let mut key = 0u128;
+    for (i, a) in args.iter().enumerate() {
+        let s = arg_spec(a);
+        // `equals_one` and `divisible_by_16` never hold together, so three codes suffice.
+        let code: u128 = if s.equals_one {
+            2
+        } else if s.divisible_by_16 {
+            1
+        } else {
+            0
+        };
+        key |= code << (2 * i);
+    }
+    key
+}
+
+/// The specialisation tags of a launch (`dd-1`...): part of the disk cache key and of names.
+pub fn spec_tags(specs: &[ArgSpec]) -> String {
+    specs.iter().map(ArgSpec::tag).collect()
+}
+
+/// Each argument's value as the kernel parameter holds it: a device address or a scalar's bits.
+/// Kernel parameters are read by the driver in their own width from the start of each slot,
+/// which on a little-endian host is the low bytes of the `u64`.
+pub(crate) fn pack(args: &[Arg<'_>], values: &mut [u64]) {
+    for (v, a) in values.iter_mut().zip(args) {
+        *v = match a.kind {
+            ArgKind::Buffer { addr, .. } => addr,
+            ArgKind::Scalar { bits, .. } => bits,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(params: &[(&str, Elem)]) -> Vec<ParamSig> {
+        params
+            .iter()
+            .map(|(n, e)| ParamSig {
+                name: n.to_string(),
+                elem: *e,
+            })
+            .collect()
+    }
+
+    fn ptr(pointee: DType, mutable: bool) -> Elem {
+        Elem::Ptr { pointee, mutable }
+    }
+
+    /// `vector_add(x: *f32, y: *f32, out: *mut f32, n: i32)`.
+    fn vector_add() -> Vec<ParamSig> {
+        sig(&[
+            ("x", ptr(DType::F32, false)),
+            ("y", ptr(DType::F32, false)),
+            ("out", ptr(DType::F32, true)),
+            ("n", Elem::Scalar(DType::I32)),
+        ])
+    }
+
+    fn f32_buf(mutable: bool) -> Arg<'static> {
+        Arg::fake_buffer(DType::F32, mutable, 0x7000_0000)
+    }
+
+    fn check(args: &[Arg<'_>]) -> Result<(), ArgError> {
+        check_args("vector_add", &vector_add(), args)
+    }
+
+    #[test]
+    fn matching_arguments_pass() {
+        assert_eq!(
+            check(&[f32_buf(false), f32_buf(false), f32_buf(true), Arg::i32(10)]),
+            Ok(())
+        );
+        // A mutable view is also fine where the kernel only reads.
+        assert_eq!(
+            check(&[f32_buf(true), f32_buf(true), f32_buf(true), 10i32.into()]),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn wrong_count_names_the_signature() {
+        let e = check(&[f32_buf(false), f32_buf(false), f32_buf(true)]).unwrap_err();
+        assert_eq!(
+            e,
+            ArgError::Count {
+                kernel: "vector_add".into(),
+                expected: 4,
+                got: 3,
+                signature: "x: *f32, y: *f32, out: *mut f32, n: i32".into(),
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add` takes 4 arguments (x: *f32, y: *f32, out: *mut f32, n: i32); got 3"
+        );
+        let e = check(&[f32_buf(false), f32_buf(false), f32_buf(true), Arg::i32(1), Arg::i32(2)]).unwrap_err();
+        assert!(matches!(e, ArgError::Count { got: 5, .. }));
+    }
+
+    #[test]
+    fn scalar_where_a_buffer_is_expected() {
+        let e = check(&[Arg::f32(1.0), f32_buf(false), f32_buf(true), Arg::i32(1)]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add`: argument 1 `x: *f32` takes a device buffer; got an f32 scalar; \
+             pass a `DeviceTensor<f32>`"
+        );
+        assert!(matches!(e, ArgError::ExpectedBuffer { index: 0, .. }));
+    }
+
+    #[test]
+    fn buffer_of_the_wrong_dtype() {
+        let e = check(&[
+            f32_buf(false),
+            Arg::fake_buffer(DType::F16, false, 0x1000),
+            f32_buf(true),
+            Arg::i32(1),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            e,
+            ArgError::BufferDType {
+                kernel: "vector_add".into(),
+                param: "y".into(),
+                index: 1,
+                expected: ptr(DType::F32, false),
+                pointee: DType::F32,
+                got: DType::F16,
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add`: argument 2 `y: *f32` takes a buffer of f32; got an f16 buffer; \
+             pass a `DeviceTensor<f32>`"
+        );
+    }
+
+    #[test]
+    fn read_only_view_for_a_mut_pointer() {
+        let e = check(&[f32_buf(false), f32_buf(false), f32_buf(false), Arg::i32(1)]).unwrap_err();
+        assert_eq!(
+            e,
+            ArgError::ReadOnly {
+                kernel: "vector_add".into(),
+                param: "out".into(),
+                index: 2,
+                expected: ptr(DType::F32, true),
+                pointee: DType::F32,
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add`: argument 3 `out: *mut f32` is written by the kernel; got a read-only view \
+             of an f32 buffer; pass `Arg::buf_mut(&mut ..)`"
+        );
+    }
+
+    #[test]
+    fn dtype_is_checked_before_mutability() {
+        // A read-only f16 view for `*mut f32`: the dtype is the more fundamental mistake.
+        let e = check(&[
+            f32_buf(false),
+            f32_buf(false),
+            Arg::fake_buffer(DType::F16, false, 0),
+            Arg::i32(1),
+        ])
+        .unwrap_err();
+        assert!(matches!(e, ArgError::BufferDType { index: 2, .. }));
+    }
+
+    #[test]
+    fn buffer_where_a_scalar_is_expected() {
+        let e = check(&[f32_buf(false), f32_buf(false), f32_buf(true), f32_buf(false)]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add`: argument 4 `n: i32` takes a scalar; got a read-only view of an f32 buffer; \
+             pass `Arg::i32(..)`"
+        );
+        assert!(matches!(
+            e,
+            ArgError::ExpectedScalar {
+                index: 3,
+                expected: DType::I32,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn scalar_of_the_wrong_dtype() {
+        let e = check(&[f32_buf(false), f32_buf(false), f32_buf(true), Arg::i64(1)]).unwrap_err();
+        assert_eq!(
+            e,
+            ArgError::ScalarDType {
+                kernel: "vector_add".into(),
+                param: "n".into(),
+                index: 3,
+                expected: DType::I32,
+                got: DType::I64,
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add`: argument 4 `n: i32` takes an i32 scalar; got an i64 scalar; pass `Arg::i32(..)`"
+        );
+        // Floats are not integers, and unsigned is not signed.
+        assert!(check(&[f32_buf(false), f32_buf(false), f32_buf(true), Arg::f32(1.0)]).is_err());
+        assert!(check(&[f32_buf(false), f32_buf(false), f32_buf(true), Arg::u32(1)]).is_err());
+    }
+
+    #[test]
+    fn fp8_parameters_point_to_scalar_bits() {
+        let params = sig(&[("scale", Elem::Scalar(DType::F8E4M3))]);
+        let e = check_args("k", &params, &[Arg::f32(1.0)]).unwrap_err();
+        assert!(
+            e.to_string().ends_with("pass `Arg::scalar_bits(DType::F8E4M3, ..)`"),
+            "{e}"
+        );
+        assert_eq!(
+            check_args("k", &params, &[Arg::scalar_bits(DType::F8E4M3, 0x38)]),
+            Ok(())
+        );
+        let params = sig(&[("p", ptr(DType::F8E5M2, false))]);
+        let e = check_args("k", &params, &[Arg::i32(0)]).unwrap_err();
+        assert!(e.to_string().contains("no host type holds f8e5m2 yet"), "{e}");
+    }
+
+    #[test]
+    fn too_many_parameters() {
+        let params: Vec<_> = (0..MAX_PARAMS + 1)
+            .map(|i| ParamSig {
+                name: format!("p{i}"),
+                elem: Elem::Scalar(DType::I32),
+            })
+            .collect();
+        let args = vec![Arg::i32(0); MAX_PARAMS + 1];
+        assert!(matches!(
+            check_args("k", &params, &args),
+            Err(ArgError::TooManyParams { count: 65, max: 64, .. })
+        ));
+    }
+
+    #[test]
+    fn specialisation_follows_values_and_alignment() {
+        let a = [
+            Arg::fake_buffer(DType::F32, false, 0x1000),
+            Arg::fake_buffer(DType::F32, false, 0x1004),
+            Arg::i32(1),
+            Arg::i32(32),
+            Arg::i32(-16),
+            Arg::i32(7),
+            Arg::f32(16.0),
+            Arg::u64(u64::MAX - 15),
+        ];
+        let specs: Vec<_> = a.iter().map(arg_spec).collect();
+        assert_eq!(spec_tags(&specs), "d-1dd--d");
+        // The packed key distinguishes exactly what the tags do.
+        assert_eq!(spec_key(&a), 0b01_00_00_01_01_10_00_01);
+        assert_ne!(spec_key(&[Arg::i32(1)]), spec_key(&[Arg::i32(16)]));
+        assert_eq!(spec_key(&[Arg::i32(3)]), spec_key(&[Arg::i32(5)]));
+    }
+
+    #[test]
+    fn scalar_bits_are_masked_to_the_dtype() {
+        assert_eq!(
+            Arg::scalar_bits(DType::F8E4M3, 0x1ff).kind,
+            ArgKind::Scalar {
+                dtype: DType::F8E4M3,
+                bits: 0xff
+            }
+        );
+        let mut v = [0u64; 3];
+        pack(
+            &[Arg::i32(-1), Arg::bool(true), Arg::fake_buffer(DType::U8, true, 0xabc0)],
+            &mut v,
+        );
+        assert_eq!(v, [0xffff_ffff, 1, 0xabc0]);
+    }
+}

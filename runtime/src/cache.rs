@@ -1,0 +1,706 @@
+//! The disk cache of compiled kernels.
+//!
+//! An entry is three files named by the key's hex digest in one directory: `KEY.ptx`,
+//! `KEY.cubin` (when ptxas was available) and `KEY.meta`, a few `name=value` lines with the
+//! launch facts (kernel name, threads per block, dynamic shared memory) and the length and
+//! SHA-256 of each payload. Every file is written to a temporary name in the same directory and
+//! renamed into place, the metadata last; a reader trusts a payload only when it matches the
+//! metadata, so a torn, truncated or half-replaced entry reads as corrupt and is recompiled —
+//! which also makes a cache shared by several processes safe without locks (two writers of
+//! one key write the same bytes).
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use tile_codegen::ArgSpec;
+use tile_lang::ir::ConstValue;
+
+/// Bump when the entry layout or the meaning of a key changes, so that old entries are never
+/// read: it is part of every key. Also bump it when codegen changes what it emits without a
+/// version bump, if stale entries could otherwise be served.
+pub const CACHE_FORMAT: u32 = 1;
+
+/// The compiler's version: the workspace's (every crate shares it) and a fingerprint of the
+/// front end's and codegen's sources (see `build.rs`), so that a compiler changed without a
+/// version bump never reads kernels an older one compiled.
+pub const COMPILER_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("TILE_COMPILER_DIGEST"));
+
+/// The LLVM that compiles kernels. Hard-coded: the runtime may not link inkwell itself, and
+/// tile-codegen does not expose LLVM's version; a test checks it against the workspace's
+/// inkwell feature (`llvm22-1-...`), so a move to another LLVM fails until this is updated.
+pub const LLVM_VERSION: &str = "22.1";
+
+/// A cache key: the SHA-256 of everything that determines a compiled kernel.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct CacheKey(pub [u8; 32]);
+
+impl CacheKey {
+    pub fn hex(&self) -> String {
+        let mut s = String::with_capacity(64);
+        for b in self.0 {
+            let _ = write!(s, "{b:02x}");
+        }
+        s
+    }
+}
+
+/// Everything a compiled kernel depends on.
+#[derive(Clone, Debug)]
+pub struct KeyParts<'a> {
+    pub source: &'a str,
+    pub kernel: &'a str,
+    pub bindings: &'a [(String, ConstValue)],
+    pub num_warps: u32,
+    pub specialization: &'a [ArgSpec],
+    /// `sm_90a`, ...
+    pub target_sm: &'a str,
+    pub compiler_version: &'a str,
+    pub llvm_version: &'a str,
+}
+
+/// The key of `parts`: [`specialize`] of [`base_key`], so that a kernel handle hashes the source
+/// and the bindings once and each new specialisation only hashes 32 bytes and a few tags.
+pub fn cache_key(parts: &KeyParts<'_>) -> CacheKey {
+    let digest = source_digest(parts.source);
+    specialize(&base_key(&digest, parts), parts.specialization)
+}
+
+/// The SHA-256 of a source text (hashed once per source, not per kernel or launch).
+pub fn source_digest(source: &str) -> [u8; 32] {
+    Sha256::digest(source.as_bytes()).into()
+}
+
+fn put_str(h: &mut Sha256, s: &str) {
+    // Length-prefixed, so that no two different field sequences hash the same bytes.
+    h.update((s.len() as u64).to_le_bytes());
+    h.update(s.as_bytes());
+}
+
+/// The key of everything but the specialisation (`parts.source` is ignored: `source_digest`
+/// stands for it).
+pub fn base_key(source_digest: &[u8; 32], parts: &KeyParts<'_>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"tile-kernel");
+    h.update(CACHE_FORMAT.to_le_bytes());
+    put_str(&mut h, parts.compiler_version);
+    put_str(&mut h, parts.llvm_version);
+    h.update(source_digest);
+    put_str(&mut h, parts.kernel);
+    put_str(&mut h, parts.target_sm);
+    h.update(parts.num_warps.to_le_bytes());
+    // Bindings are a set: the order the caller listed them in does not change the kernel.
+    let mut bindings: Vec<&(String, ConstValue)> = parts.bindings.iter().collect();
+    bindings.sort_by(|a, b| a.0.cmp(&b.0));
+    h.update((bindings.len() as u64).to_le_bytes());
+    for (name, value) in bindings {
+        put_str(&mut h, name);
+        match value {
+            ConstValue::Int(v) => {
+                h.update([0]);
+                h.update(v.to_le_bytes());
+            }
+            ConstValue::Float(v) => {
+                h.update([1]);
+                h.update(v.to_bits().to_le_bytes());
+            }
+            ConstValue::Bool(v) => h.update([2, *v as u8]),
+            ConstValue::DType(d) => {
+                h.update([3]);
+                put_str(&mut h, d.name());
+            }
+        }
+    }
+    h.finalize().into()
+}
+
+/// The full key: the base key and one tag per argument.
+pub fn specialize(base: &[u8; 32], specialization: &[ArgSpec]) -> CacheKey {
+    let mut h = Sha256::new();
+    h.update(base);
+    h.update((specialization.len() as u64).to_le_bytes());
+    for s in specialization {
+        h.update([s.tag() as u8]);
+    }
+    CacheKey(h.finalize().into())
+}
+
+/// Where the disk cache lives: `TILE_CACHE_DIR` if set, else `$XDG_CACHE_HOME/tile`, else
+/// `$HOME/.cache/tile`; `None` when none of them is set (the disk cache is then off).
+pub fn default_cache_dir() -> Option<PathBuf> {
+    cache_dir_from(
+        std::env::var_os("TILE_CACHE_DIR"),
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+    )
+}
+
+/// [`default_cache_dir`] from given variable values (pure, for tests). Empty values count as
+/// unset, and so does a relative `XDG_CACHE_HOME`, as the XDG specification asks.
+pub fn cache_dir_from(tile: Option<OsString>, xdg: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    let set = |v: Option<OsString>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = set(tile) {
+        return Some(d);
+    }
+    if let Some(d) = set(xdg).filter(|d| d.is_absolute()) {
+        return Some(d.join("tile"));
+    }
+    set(home).map(|h| h.join(".cache").join("tile"))
+}
+
+/// A compiled kernel as the cache stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheEntry {
+    pub kernel: String,
+    pub threads_per_block: u32,
+    pub smem_bytes: u32,
+    /// The specialisation tags, for people reading the cache (`dd-1`).
+    pub specialization: String,
+    pub target_sm: String,
+    pub ptx: String,
+    pub cubin: Option<Vec<u8>>,
+}
+
+/// What a lookup found.
+#[derive(Debug, PartialEq)]
+pub enum Lookup {
+    Hit(CacheEntry),
+    Miss,
+    /// An entry exists but cannot be trusted (the reason says why); recompile and store again.
+    Corrupt(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the kernel cache entry {path}: {source}")]
+pub struct CacheWriteError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A directory of compiled kernels.
+#[derive(Clone, Debug)]
+pub struct DiskCache {
+    dir: PathBuf,
+}
+
+impl DiskCache {
+    pub fn new(dir: impl Into<PathBuf>) -> DiskCache {
+        DiskCache { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &CacheKey, ext: &str) -> PathBuf {
+        self.dir.join(format!("{}.{ext}", key.hex()))
+    }
+
+    /// Reads the entry of `key`. Never fails: a missing entry is a miss, and anything wrong
+    /// with an existing one (unreadable, truncated, altered) is reported as corrupt.
+    pub fn load(&self, key: &CacheKey) -> Lookup {
+        let meta = match std::fs::read(self.path(key, "meta")) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Miss,
+            Err(e) => return Lookup::Corrupt(format!("metadata unreadable: {e}")),
+        };
+        match self.read_entry(key, &meta) {
+            Ok(e) => Lookup::Hit(e),
+            Err(why) => Lookup::Corrupt(why),
+        }
+    }
+
+    fn read_entry(&self, key: &CacheKey, meta: &[u8]) -> Result<CacheEntry, String> {
+        let meta = std::str::from_utf8(meta).map_err(|_| "metadata is not UTF-8".to_string())?;
+        let field = |name: &str| -> Result<&str, String> {
+            meta.lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+                .ok_or_else(|| format!("metadata has no `{name}`"))
+        };
+        let number = |name: &str| -> Result<u64, String> {
+            field(name)?
+                .parse()
+                .map_err(|_| format!("metadata `{name}` is not a number"))
+        };
+        if number("format")? != CACHE_FORMAT as u64 {
+            return Err("metadata of another format".into());
+        }
+        if field("key")? != key.hex() {
+            return Err("metadata belongs to another key".into());
+        }
+        let payload = |ext: &str| -> Result<Vec<u8>, String> {
+            let bytes = std::fs::read(self.path(key, ext)).map_err(|e| format!("{ext} unreadable: {e}"))?;
+            if bytes.len() as u64 != number(&format!("{ext}_len"))? {
+                return Err(format!("{ext} has {} bytes; the metadata says otherwise", bytes.len()));
+            }
+            if hex(&Sha256::digest(&bytes)) != field(&format!("{ext}_sha256"))? {
+                return Err(format!("{ext} does not match its checksum"));
+            }
+            Ok(bytes)
+        };
+        let ptx = String::from_utf8(payload("ptx")?).map_err(|_| "ptx is not UTF-8".to_string())?;
+        let cubin = match field("cubin_len") {
+            Ok(_) => Some(payload("cubin")?),
+            Err(_) => None,
+        };
+        Ok(CacheEntry {
+            kernel: field("kernel")?.to_string(),
+            threads_per_block: u32::try_from(number("threads_per_block")?).map_err(|e| e.to_string())?,
+            smem_bytes: u32::try_from(number("smem_bytes")?).map_err(|e| e.to_string())?,
+            specialization: field("specialization")?.to_string(),
+            target_sm: field("target")?.to_string(),
+            ptx,
+            cubin,
+        })
+    }
+
+    /// Writes the entry of `key`, replacing any entry already there.
+    pub fn store(&self, key: &CacheKey, e: &CacheEntry) -> Result<(), CacheWriteError> {
+        std::fs::create_dir_all(&self.dir).map_err(|source| CacheWriteError {
+            path: self.dir.clone(),
+            source,
+        })?;
+        let mut meta = format!(
+            "format={CACHE_FORMAT}\nkey={}\nkernel={}\nthreads_per_block={}\nsmem_bytes={}\nspecialization={}\ntarget={}\n\
+             compiler={COMPILER_VERSION}\nllvm={LLVM_VERSION}\nptx_len={}\nptx_sha256={}\n",
+            key.hex(),
+            e.kernel,
+            e.threads_per_block,
+            e.smem_bytes,
+            e.specialization,
+            e.target_sm,
+            e.ptx.len(),
+            hex(&Sha256::digest(e.ptx.as_bytes())),
+        );
+        write_atomic(&self.path(key, "ptx"), e.ptx.as_bytes())?;
+        if let Some(c) = &e.cubin {
+            let _ = write!(
+                meta,
+                "cubin_len={}\ncubin_sha256={}\n",
+                c.len(),
+                hex(&Sha256::digest(c))
+            );
+            write_atomic(&self.path(key, "cubin"), c)?;
+        }
+        // Last: until the metadata is in place, readers see a miss (or the previous entry,
+        // whose checksums then decide).
+        write_atomic(&self.path(key, "meta"), meta.as_bytes())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Writes `bytes` to `path` so that readers see the old file or the whole new one: a temporary
+/// file in the same directory (a rename is only atomic within one file system), then a rename.
+/// No fsync: after a crash an entry may be truncated, and the checksums catch that.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheWriteError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let err = |source| CacheWriteError {
+        path: path.to_path_buf(),
+        source,
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
+    // Unique per process and call, so that concurrent writers never share a temporary file.
+    let tmp = path.with_file_name(format!(
+        ".{name}.tmp.{}.{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(err)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use tile_lang::ir::DType;
+
+    /// A fresh directory under the system's temporary directory, removed on drop.
+    pub(crate) struct TempDir(pub PathBuf);
+
+    impl TempDir {
+        pub(crate) fn new(tag: &str) -> TempDir {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static N: AtomicU64 = AtomicU64::new(0);
+            let d = std::env::temp_dir().join(format!(
+                "tile-runtime-test-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            TempDir(d)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const SPEC: [ArgSpec; 2] = [
+        ArgSpec {
+            equals_one: false,
+            divisible_by_16: true,
+        },
+        ArgSpec {
+            equals_one: true,
+            divisible_by_16: false,
+        },
+    ];
+
+    fn with_parts<R>(f: impl FnOnce(&KeyParts<'_>) -> R) -> R {
+        let bindings = vec![
+            ("BLOCK".to_string(), ConstValue::Int(1024)),
+            ("T".to_string(), ConstValue::DType(DType::F32)),
+        ];
+        f(&KeyParts {
+            source: "kernel k() {}",
+            kernel: "k",
+            bindings: &bindings,
+            num_warps: 4,
+            specialization: &SPEC,
+            target_sm: "sm_90a",
+            compiler_version: COMPILER_VERSION,
+            llvm_version: LLVM_VERSION,
+        })
+    }
+
+    #[test]
+    fn key_is_stable() {
+        // The same inputs give the same key in every process and on every machine: pinned
+        // here, so that an accidental change of the hashing shows up as a test failure (change
+        // CACHE_FORMAT and this value together).
+        let k = with_parts(|p| {
+            cache_key(&KeyParts {
+                compiler_version: "0.1.0",
+                llvm_version: "22.1",
+                ..p.clone()
+            })
+        });
+        assert_eq!(
+            k,
+            with_parts(|p| cache_key(&KeyParts {
+                compiler_version: "0.1.0",
+                llvm_version: "22.1",
+                ..p.clone()
+            }))
+        );
+        assert_eq!(k.hex().len(), 64);
+        assert_eq!(
+            k.hex(),
+            PINNED_KEY,
+            "the key's hashing changed: bump CACHE_FORMAT and update PINNED_KEY"
+        );
+    }
+
+    const PINNED_KEY: &str = "2cc955c12da7ec2001894176755d2af98f8590f2935f2af0242b882cfe2a48eb";
+
+    #[test]
+    fn key_changes_with_every_part() {
+        let base = with_parts(cache_key);
+        let other_bindings = vec![
+            ("BLOCK".to_string(), ConstValue::Int(512)),
+            ("T".to_string(), ConstValue::DType(DType::F32)),
+        ];
+        let other_dtype = vec![
+            ("BLOCK".to_string(), ConstValue::Int(1024)),
+            ("T".to_string(), ConstValue::DType(DType::F16)),
+        ];
+        let float_not_int = vec![
+            ("BLOCK".to_string(), ConstValue::Float(1024.0)),
+            ("T".to_string(), ConstValue::DType(DType::F32)),
+        ];
+        let one_binding = vec![("BLOCK".to_string(), ConstValue::Int(1024))];
+        let other_spec = [SPEC[0], ArgSpec::default()];
+        let variants: Vec<(&str, CacheKey)> = with_parts(|p| {
+            vec![
+                (
+                    "source",
+                    cache_key(&KeyParts {
+                        source: "kernel k() { }",
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "kernel",
+                    cache_key(&KeyParts {
+                        kernel: "k2",
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "binding value",
+                    cache_key(&KeyParts {
+                        bindings: &other_bindings,
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "binding dtype",
+                    cache_key(&KeyParts {
+                        bindings: &other_dtype,
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "binding kind",
+                    cache_key(&KeyParts {
+                        bindings: &float_not_int,
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "binding count",
+                    cache_key(&KeyParts {
+                        bindings: &one_binding,
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "num_warps",
+                    cache_key(&KeyParts {
+                        num_warps: 8,
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "specialization",
+                    cache_key(&KeyParts {
+                        specialization: &other_spec,
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "specialization length",
+                    cache_key(&KeyParts {
+                        specialization: &SPEC[..1],
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "target",
+                    cache_key(&KeyParts {
+                        target_sm: "sm_80",
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "compiler version",
+                    cache_key(&KeyParts {
+                        compiler_version: "9.9.9",
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "llvm version",
+                    cache_key(&KeyParts {
+                        llvm_version: "23.1",
+                        ..p.clone()
+                    }),
+                ),
+            ]
+        });
+        for (what, k) in &variants {
+            assert_ne!(*k, base, "changing the {what} must change the key");
+        }
+        for (i, (a, ka)) in variants.iter().enumerate() {
+            for (b, kb) in &variants[i + 1..] {
+                assert_ne!(ka, kb, "{a} and {b} collide");
+            }
+        }
+    }
+
+    #[test]
+    fn key_ignores_binding_order() {
+        let reversed = vec![
+            ("T".to_string(), ConstValue::DType(DType::F32)),
+            ("BLOCK".to_string(), ConstValue::Int(1024)),
+        ];
+        let a = with_parts(cache_key);
+        let b = with_parts(|p| {
+            cache_key(&KeyParts {
+                bindings: &reversed,
+                ..p.clone()
+            })
+        });
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn fields_cannot_run_into_each_other() {
+        // Without length prefixes, kernel "ab" + target "c" would hash like "a" + "bc".
+        let a = with_parts(|p| {
+            cache_key(&KeyParts {
+                kernel: "ab",
+                target_sm: "c",
+                ..p.clone()
+            })
+        });
+        let b = with_parts(|p| {
+            cache_key(&KeyParts {
+                kernel: "a",
+                target_sm: "bc",
+                ..p.clone()
+            })
+        });
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn split_key_equals_whole_key() {
+        let whole = with_parts(cache_key);
+        let split = with_parts(|p| specialize(&base_key(&source_digest(p.source), p), p.specialization));
+        assert_eq!(whole, split);
+    }
+
+    fn entry(cubin: bool) -> CacheEntry {
+        CacheEntry {
+            kernel: "vector_add".into(),
+            threads_per_block: 128,
+            smem_bytes: 4096,
+            specialization: "ddd-".into(),
+            target_sm: "sm_90a".into(),
+            ptx: ".version 8.0\n.target sm_90a\n// body\n".into(),
+            cubin: cubin.then(|| vec![0x7f, b'E', b'L', b'F', 0, 1, 2, 3]),
+        }
+    }
+
+    fn key(n: u8) -> CacheKey {
+        CacheKey([n; 32])
+    }
+
+    #[test]
+    fn store_then_load_round_trips() {
+        let dir = TempDir::new("roundtrip");
+        let cache = DiskCache::new(dir.0.join("nested/cache"));
+        assert_eq!(cache.load(&key(1)), Lookup::Miss);
+        for (n, cubin) in [(1, true), (2, false)] {
+            cache.store(&key(n), &entry(cubin)).unwrap();
+            assert_eq!(cache.load(&key(n)), Lookup::Hit(entry(cubin)));
+        }
+        // Storing again replaces the entry whole.
+        let mut changed = entry(false);
+        changed.smem_bytes = 0;
+        cache.store(&key(1), &changed).unwrap();
+        assert_eq!(cache.load(&key(1)), Lookup::Hit(changed));
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(cache.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains(".tmp.")), "{names:?}");
+        assert_eq!(names.len(), 5, "{names:?}");
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_cleans_up() {
+        let dir = TempDir::new("atomic");
+        let p = dir.0.join("f.ptx");
+        write_atomic(&p, b"first").unwrap();
+        write_atomic(&p, b"second, longer").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"second, longer");
+        assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 1);
+        // A directory that does not exist: an error, and no temporary file anywhere.
+        let e = write_atomic(&dir.0.join("missing/f.ptx"), b"x").unwrap_err();
+        assert!(e.to_string().contains("missing/f.ptx"), "{e}");
+    }
+
+    fn corrupt_with(tag: &str, damage: impl FnOnce(&DiskCache, &CacheKey)) -> Lookup {
+        let dir = TempDir::new(tag);
+        let cache = DiskCache::new(&dir.0);
+        cache.store(&key(7), &entry(true)).unwrap();
+        damage(&cache, &key(7));
+        let found = cache.load(&key(7));
+        // Recovery: storing again makes the entry whole.
+        cache.store(&key(7), &entry(true)).unwrap();
+        assert_eq!(cache.load(&key(7)), Lookup::Hit(entry(true)));
+        found
+    }
+
+    fn is_corrupt(l: &Lookup, why: &str) -> bool {
+        matches!(l, Lookup::Corrupt(r) if r.contains(why))
+    }
+
+    #[test]
+    fn corrupt_entries_are_detected() {
+        let truncated = corrupt_with("trunc", |c, k| {
+            let p = c.path(k, "ptx");
+            let t = std::fs::read(&p).unwrap();
+            std::fs::write(&p, &t[..t.len() / 2]).unwrap();
+        });
+        assert!(is_corrupt(&truncated, "ptx has"), "{truncated:?}");
+
+        let flipped = corrupt_with("flip", |c, k| {
+            let p = c.path(k, "cubin");
+            let mut t = std::fs::read(&p).unwrap();
+            t[4] ^= 1;
+            std::fs::write(&p, t).unwrap();
+        });
+        assert!(is_corrupt(&flipped, "cubin does not match"), "{flipped:?}");
+
+        let missing = corrupt_with("missing", |c, k| std::fs::remove_file(c.path(k, "ptx")).unwrap());
+        assert!(is_corrupt(&missing, "ptx unreadable"), "{missing:?}");
+
+        let empty_meta = corrupt_with("emptymeta", |c, k| std::fs::write(c.path(k, "meta"), "").unwrap());
+        assert!(is_corrupt(&empty_meta, "no `format`"), "{empty_meta:?}");
+
+        let garbage = corrupt_with("garbage", |c, k| {
+            std::fs::write(c.path(k, "meta"), [0xff, 0xfe, 0]).unwrap()
+        });
+        assert!(is_corrupt(&garbage, "not UTF-8"), "{garbage:?}");
+
+        let bad_number = corrupt_with("badnum", |c, k| {
+            let p = c.path(k, "meta");
+            let m = std::fs::read_to_string(&p)
+                .unwrap()
+                .replace("threads_per_block=128", "threads_per_block=12x");
+            std::fs::write(&p, m).unwrap();
+        });
+        assert!(is_corrupt(&bad_number, "threads_per_block"), "{bad_number:?}");
+
+        let moved = corrupt_with("moved", |c, k| {
+            // Another key's entry renamed into this one's place.
+            c.store(&key(8), &entry(false)).unwrap();
+            std::fs::rename(c.path(&key(8), "meta"), c.path(k, "meta")).unwrap();
+        });
+        assert!(is_corrupt(&moved, "another key"), "{moved:?}");
+
+        let old_format = corrupt_with("format", |c, k| {
+            let p = c.path(k, "meta");
+            let m = std::fs::read_to_string(&p)
+                .unwrap()
+                .replace(&format!("format={CACHE_FORMAT}"), "format=0");
+            std::fs::write(&p, m).unwrap();
+        });
+        assert!(is_corrupt(&old_format, "another format"), "{old_format:?}");
+    }
+
+    #[test]
+    fn location_precedence() {
+        let s = |v: &str| Some(OsString::from(v));
+        let p = |v: &str| Some(PathBuf::from(v));
+        assert_eq!(cache_dir_from(s("/t"), s("/x"), s("/h")), p("/t"));
+        assert_eq!(cache_dir_from(None, s("/x"), s("/h")), p("/x/tile"));
+        assert_eq!(cache_dir_from(None, None, s("/h")), p("/h/.cache/tile"));
+        assert_eq!(cache_dir_from(None, None, None), None);
+        // Empty means unset; a relative XDG_CACHE_HOME is ignored, as the XDG spec says.
+        assert_eq!(cache_dir_from(s(""), s(""), s("/h")), p("/h/.cache/tile"));
+        assert_eq!(cache_dir_from(None, s("rel/cache"), s("/h")), p("/h/.cache/tile"));
+        // TILE_CACHE_DIR is taken as given, relative or not.
+        assert_eq!(cache_dir_from(s("rel"), s("/x"), None), p("rel"));
+    }
+}

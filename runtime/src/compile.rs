@@ -1,0 +1,501 @@
+//! The JIT's GPU-free half: source → checked kernel → (specialised) compiled entry, through the
+//! disk cache. The GPU half (`jit.rs`) only loads and launches what this produces, so all of
+//! the pipeline and the cache logic are testable on machines without a GPU.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use tile_codegen::{ArgSpec, CompileOptions, Target};
+use tile_lang::check::{self, Bindings};
+use tile_lang::ir::{self, ConstValue};
+use tile_lang::{diag, syntax};
+
+use crate::args::{MAX_PARAMS, ParamSig, spec_tags};
+use crate::cache::{self, CacheEntry, CacheKey, DiskCache, KeyParts, Lookup};
+
+/// Where a JIT's source comes from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// Text compiled into the program, typically `include_str!("kernels/add.tile")`.
+    Static(&'static str),
+    /// Text built at run time, with a name for diagnostics.
+    Text { name: String, text: String },
+    /// A file, read once when the JIT is created.
+    File(PathBuf),
+}
+
+/// Why the JIT could not produce or run a kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: PathBuf, message: String },
+    /// Parse or check errors, rendered with the source lines they point at.
+    #[error("{source_name}: kernel `{kernel}` does not compile:\n{rendered}")]
+    Check {
+        source_name: String,
+        kernel: String,
+        rendered: String,
+    },
+    #[error("kernel `{kernel}`: {error}")]
+    Codegen {
+        kernel: String,
+        #[source]
+        error: tile_codegen::CodegenError,
+    },
+    #[error("kernel `{kernel}`: ptxas: {message}")]
+    Ptxas { kernel: String, message: String },
+    #[error("the GPU has compute capability {major}.{minor}; tile kernels need 8.0 or newer")]
+    UnsupportedGpu { major: i32, minor: i32 },
+    #[error(
+        "target {target} cannot run on this GPU (compute capability {major}.{minor}); leave `JitOptions::target` unset to pick one that does"
+    )]
+    TargetMismatch { target: String, major: i32, minor: i32 },
+    #[error(transparent)]
+    Arg(#[from] crate::args::ArgError),
+    #[error(transparent)]
+    Runtime(#[from] crate::gpu::RuntimeError),
+}
+
+/// A source text, parsed on first use.
+pub(crate) struct Program {
+    pub name: String,
+    pub text: String,
+    /// Hashed once: kernel keys reuse it.
+    pub digest: [u8; 32],
+    ast: OnceLock<Result<syntax::ast::File, Vec<diag::Diagnostic>>>,
+}
+
+impl Program {
+    pub fn load(source: Source) -> Result<Program, JitError> {
+        let (name, text) = match source {
+            Source::Static(t) => ("<embedded source>".to_string(), t.to_string()),
+            Source::Text { name, text } => (name, text),
+            Source::File(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| JitError::Read {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                (path.display().to_string(), text)
+            }
+        };
+        Ok(Program {
+            digest: cache::source_digest(&text),
+            name,
+            text,
+            ast: OnceLock::new(),
+        })
+    }
+
+    fn check_error(&self, kernel: &str, diags: &[diag::Diagnostic]) -> JitError {
+        JitError::Check {
+            source_name: self.name.clone(),
+            kernel: kernel.into(),
+            rendered: diag::render(&self.name, &self.text, diags),
+        }
+    }
+
+    /// Parses (once) and checks kernel `name` with `bindings`.
+    pub fn check(&self, name: &str, bindings: &Bindings) -> Result<ir::Kernel, JitError> {
+        let ast = self
+            .ast
+            .get_or_init(|| syntax::parse(&self.text))
+            .as_ref()
+            .map_err(|d| self.check_error(name, d))?;
+        check::check_kernel(&self.text, ast, name, bindings).map_err(|d| self.check_error(name, &d))
+    }
+}
+
+/// One kernel with one binding of its compile-time parameters, ready to be specialised: what a
+/// JIT kernel handle holds. Its key covers everything but the specialisation.
+pub(crate) struct Plan {
+    pub kernel: ir::Kernel,
+    pub params: Vec<ParamSig>,
+    pub num_warps: u32,
+    pub target: Target,
+    pub base_key: [u8; 32],
+}
+
+/// The bindings as the checker takes them.
+pub(crate) fn to_bindings(bindings: &[(&str, ConstValue)]) -> Bindings {
+    bindings.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+}
+
+/// The key of `(kernel, bindings, num_warps, target)` before checking: lets a JIT find a handle
+/// it already made without checking the kernel again.
+pub(crate) fn plan_key(
+    program: &Program,
+    name: &str,
+    bindings: &Bindings,
+    num_warps: Option<u32>,
+    target: &Target,
+) -> [u8; 32] {
+    cache::base_key(
+        &program.digest,
+        &KeyParts {
+            source: "",
+            kernel: name,
+            bindings,
+            // 0 is never a valid warp count: it stands for "the kernel's default".
+            num_warps: num_warps.unwrap_or(0),
+            specialization: &[],
+            target_sm: target.sm,
+            compiler_version: cache::COMPILER_VERSION,
+            llvm_version: cache::LLVM_VERSION,
+        },
+    )
+}
+
+pub(crate) fn plan(
+    program: &Program,
+    name: &str,
+    bindings: &Bindings,
+    num_warps: Option<u32>,
+    target: &Target,
+) -> Result<Plan, JitError> {
+    let kernel = program.check(name, bindings)?;
+    let params: Vec<ParamSig> = kernel
+        .params
+        .iter()
+        .map(|p| ParamSig {
+            name: p.name.clone(),
+            elem: p.elem,
+        })
+        .collect();
+    if params.len() > MAX_PARAMS {
+        return Err(crate::args::ArgError::TooManyParams {
+            kernel: name.into(),
+            count: params.len(),
+            max: MAX_PARAMS,
+        }
+        .into());
+    }
+    let num_warps = num_warps.unwrap_or_else(|| kernel.warps.first().copied().unwrap_or(4));
+    let base_key = cache::base_key(
+        &program.digest,
+        &KeyParts {
+            source: "",
+            kernel: name,
+            bindings,
+            num_warps,
+            specialization: &[],
+            target_sm: target.sm,
+            compiler_version: cache::COMPILER_VERSION,
+            llvm_version: cache::LLVM_VERSION,
+        },
+    );
+    Ok(Plan {
+        kernel,
+        params,
+        num_warps,
+        target: target.clone(),
+        base_key,
+    })
+}
+
+/// How a specialisation was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled in this process (and stored in the disk cache when there is one).
+    Compiled,
+    /// Read from the disk cache.
+    DiskCache,
+}
+
+/// What [`build`] did besides producing the entry, for the JIT's statistics.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct BuildReport {
+    /// The cache held an entry for the key that could not be trusted.
+    pub corrupt: Option<String>,
+    /// Storing the new entry failed (the kernel still runs; the next process compiles again).
+    pub write_error: Option<String>,
+}
+
+/// The compiled entry of `plan` specialised as `spec`: from the disk cache when it holds a sound
+/// one, else compiled (to a cubin too when `ptxas` is given) and stored.
+pub(crate) fn build(
+    plan: &Plan,
+    spec: &[ArgSpec],
+    cache: Option<&DiskCache>,
+    ptxas: Option<&Path>,
+) -> Result<(CacheKey, CacheEntry, Origin, BuildReport), JitError> {
+    let key = cache::specialize(&plan.base_key, spec);
+    let mut report = BuildReport::default();
+    if let Some(c) = cache {
+        match c.load(&key) {
+            Lookup::Hit(e) => return Ok((key, e, Origin::DiskCache, report)),
+            Lookup::Miss => {}
+            Lookup::Corrupt(why) => report.corrupt = Some(why),
+        }
+    }
+    let name = &plan.kernel.name;
+    let opts = CompileOptions {
+        target: plan.target.clone(),
+        num_warps: plan.num_warps,
+        specialization: spec.to_vec(),
+    };
+    let compiled = tile_codegen::compile(&plan.kernel, &opts).map_err(|error| JitError::Codegen {
+        kernel: name.clone(),
+        error,
+    })?;
+    let cubin = match ptxas {
+        Some(p) => Some(
+            tile_codegen::ptxas::assemble(p, &compiled.ptx, plan.target.sm)
+                .map_err(|message| JitError::Ptxas {
+                    kernel: name.clone(),
+                    message,
+                })?
+                .0,
+        ),
+        None => None,
+    };
+    let entry = CacheEntry {
+        kernel: compiled.name,
+        threads_per_block: compiled.threads_per_block,
+        smem_bytes: compiled.smem_bytes,
+        specialization: spec_tags(spec),
+        target_sm: plan.target.sm.to_string(),
+        ptx: compiled.ptx,
+        cubin,
+    };
+    if let Some(c) = cache
+        && let Err(e) = c.store(&key, &entry)
+    {
+        report.write_error = Some(e.to_string());
+    }
+    Ok((key, entry, Origin::Compiled, report))
+}
+
+/// `(major, minor, arch-specific)` of a target name: `sm_90a` → `(9, 0, true)`.
+fn parse_sm(sm: &str) -> Option<(i32, i32, bool)> {
+    let digits = sm.strip_prefix("sm_")?;
+    let (digits, specific) = match digits.strip_suffix('a') {
+        Some(d) => (d, true),
+        None => (digits, false),
+    };
+    let n: i32 = digits.parse().ok()?;
+    Some((n / 10, n % 10, specific))
+}
+
+/// The target to compile for on a GPU of compute capability `cc`: the newest one it runs.
+pub(crate) fn target_for(cc: (i32, i32)) -> Result<Target, JitError> {
+    let name = match cc {
+        (major, _) if major < 8 => {
+            return Err(JitError::UnsupportedGpu {
+                major: cc.0,
+                minor: cc.1,
+            });
+        }
+        (8, minor) if minor >= 9 => "sm_89",
+        (8, _) => "sm_80",
+        // `a` targets (wgmma, setmaxnreg) run on exactly 9.0.
+        (9, 0) => "sm_90a",
+        // Newer GPUs run sm_90 PTX through the driver's JIT.
+        _ => "sm_90",
+    };
+    tile_codegen::target(name).map_err(|error| JitError::Codegen {
+        kernel: String::new(),
+        error,
+    })
+}
+
+/// Whether PTX for `sm` runs on a GPU of compute capability `cc` (the driver compiles PTX for
+/// any newer GPU, except arch-specific `a` PTX, which runs on its own GPU only).
+pub(crate) fn ptx_runs_on(sm: &str, cc: (i32, i32)) -> bool {
+    match parse_sm(sm) {
+        Some((major, minor, true)) => (major, minor) == cc,
+        Some((major, minor, false)) => cc >= (major, minor),
+        None => false,
+    }
+}
+
+/// Whether a cubin for `sm` runs on `cc`: machine code only runs within its major version, on
+/// the same or a newer minor one (and `a` code on its own GPU only).
+pub(crate) fn cubin_runs_on(sm: &str, cc: (i32, i32)) -> bool {
+    match parse_sm(sm) {
+        Some((major, minor, true)) => (major, minor) == cc,
+        Some((major, minor, false)) => major == cc.0 && minor <= cc.1,
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::tests::TempDir;
+
+    const VECTOR_ADD: &str = include_str!("../../dsl-examples/vector_add.tile");
+
+    fn program() -> Program {
+        Program::load(Source::Text {
+            name: "vector_add.tile".into(),
+            text: VECTOR_ADD.into(),
+        })
+        .unwrap()
+    }
+
+    fn target() -> Target {
+        tile_codegen::target("sm_90a").unwrap()
+    }
+
+    fn block(n: i64) -> Bindings {
+        to_bindings(&[("BLOCK", ConstValue::Int(n))])
+    }
+
+    fn spec() -> Vec<ArgSpec> {
+        vec![
+            ArgSpec::of_ptr(0),
+            ArgSpec::of_ptr(256),
+            ArgSpec::of_ptr(512),
+            ArgSpec::of_int(1000),
+        ]
+    }
+
+    #[test]
+    fn plan_reads_the_signature_and_default_warps() {
+        let p = plan(&program(), "vector_add", &block(1024), None, &target()).unwrap();
+        let sig: Vec<String> = p.params.iter().map(|p| p.to_string()).collect();
+        assert_eq!(sig, ["x: *f32", "y: *f32", "out: *mut f32", "n: i32"]);
+        assert_eq!(p.num_warps, 4);
+        let p8 = plan(&program(), "vector_add", &block(1024), Some(8), &target()).unwrap();
+        assert_eq!(p8.num_warps, 8);
+        assert_ne!(p.base_key, p8.base_key);
+    }
+
+    #[test]
+    fn check_errors_are_rendered_with_the_source() {
+        let e = plan(&program(), "vector_add", &block(100), None, &target())
+            .err()
+            .unwrap();
+        let msg = e.to_string();
+        assert!(matches!(e, JitError::Check { .. }), "{msg}");
+        assert!(
+            msg.starts_with("vector_add.tile: kernel `vector_add` does not compile:"),
+            "{msg}"
+        );
+        assert!(msg.contains("BLOCK"), "{msg}");
+        let e = plan(&program(), "nope", &block(256), None, &target()).err().unwrap();
+        assert!(
+            e.to_string()
+                .contains("no kernel named `nope`; this file has vector_add"),
+            "{e}"
+        );
+        let bad = Program::load(Source::Text {
+            name: "bad.tile".into(),
+            text: "kernel k( {".into(),
+        })
+        .unwrap();
+        let e = plan(&bad, "k", &vec![], None, &target()).err().unwrap();
+        assert!(
+            e.to_string().starts_with("bad.tile: kernel `k` does not compile:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_a_read_error() {
+        let e = Program::load(Source::File("/nonexistent/k.tile".into())).err().unwrap();
+        assert!(matches!(e, JitError::Read { .. }));
+        assert!(e.to_string().starts_with("cannot read /nonexistent/k.tile:"), "{e}");
+    }
+
+    #[test]
+    fn build_compiles_then_hits_the_disk_cache_then_recovers_from_corruption() {
+        let dir = TempDir::new("build");
+        let cache = DiskCache::new(&dir.0);
+        let p = plan(&program(), "vector_add", &block(1024), None, &target()).unwrap();
+        let (key, first, origin, report) = build(&p, &spec(), Some(&cache), None).unwrap();
+        assert_eq!((origin, report), (Origin::Compiled, BuildReport::default()));
+        assert!(first.ptx.contains(".entry vector_add"), "{}", first.ptx);
+        assert_eq!(first.threads_per_block, 128);
+        assert_eq!(first.specialization, "ddd-");
+        assert_eq!(first.cubin, None);
+
+        // A second process (a fresh plan of the same source) reads what the first stored.
+        let p2 = plan(&program(), "vector_add", &block(1024), None, &target()).unwrap();
+        let (key2, second, origin, _) = build(&p2, &spec(), Some(&cache), None).unwrap();
+        assert_eq!((key2, origin), (key, Origin::DiskCache));
+        assert_eq!(second, first);
+
+        // Truncate the PTX: detected, recompiled, stored again.
+        let ptx_path = dir.0.join(format!("{}.ptx", key.hex()));
+        std::fs::write(&ptx_path, &first.ptx[..10]).unwrap();
+        let (_, third, origin, report) = build(&p2, &spec(), Some(&cache), None).unwrap();
+        assert_eq!(origin, Origin::Compiled);
+        assert!(report.corrupt.unwrap().contains("ptx has 10 bytes"));
+        assert_eq!(third, first);
+        assert_eq!(build(&p2, &spec(), Some(&cache), None).unwrap().2, Origin::DiskCache);
+
+        // Another specialisation is another entry.
+        let mut other = spec();
+        other[3] = ArgSpec::of_int(1);
+        let (key3, e3, origin, _) = build(&p2, &other, Some(&cache), None).unwrap();
+        assert_ne!(key3, key);
+        assert_eq!((origin, e3.specialization.as_str()), (Origin::Compiled, "ddd1"));
+    }
+
+    #[test]
+    fn build_reports_an_unwritable_cache_and_still_compiles() {
+        let dir = TempDir::new("unwritable");
+        // A file where the cache directory should be.
+        let blocker = dir.0.join("cache");
+        std::fs::write(&blocker, "not a directory").unwrap();
+        let p = plan(&program(), "vector_add", &block(256), None, &target()).unwrap();
+        let (_, e, origin, report) = build(&p, &spec(), Some(&DiskCache::new(&blocker)), None).unwrap();
+        assert_eq!(origin, Origin::Compiled);
+        assert!(!e.ptx.is_empty());
+        assert!(report.write_error.is_some());
+    }
+
+    #[test]
+    fn build_assembles_a_cubin_when_ptxas_is_found() {
+        let Some(ptxas) = tile_codegen::ptxas::find() else {
+            eprintln!("skipped: no ptxas (tests/setup.sh installs one)");
+            return;
+        };
+        let dir = TempDir::new("cubin");
+        let cache = DiskCache::new(&dir.0);
+        let p = plan(&program(), "vector_add", &block(512), None, &target()).unwrap();
+        let (_, e, _, _) = build(&p, &spec(), Some(&cache), Some(&ptxas)).unwrap();
+        let cubin = e.cubin.clone().expect("a cubin");
+        assert_eq!(&cubin[..4], b"\x7fELF");
+        let (_, again, origin, _) = build(&p, &spec(), Some(&cache), Some(&ptxas)).unwrap();
+        assert_eq!((origin, again.cubin), (Origin::DiskCache, Some(cubin)));
+    }
+
+    #[test]
+    fn the_gpu_tests_mixed_kernel_compiles() {
+        // tests/gpu.rs runs it on a GPU; make sure here that it checks and compiles.
+        let mixed = Program::load(Source::Static(include_str!("../tests/kernels/mixed.tile"))).unwrap();
+        let p = plan(&mixed, "mixed", &vec![], None, &target()).unwrap();
+        let sig: Vec<String> = p.params.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            sig,
+            ["x: *f16", "y: *bf16", "out: *mut f32", "s: f32", "b: i64", "n: i32"]
+        );
+        let spec = vec![ArgSpec::default(); 6];
+        let (_, e, _, _) = build(&p, &spec, None, None).unwrap();
+        assert!(e.ptx.contains(".entry mixed"));
+    }
+
+    #[test]
+    fn targets_follow_the_compute_capability() {
+        let sm = |cc| target_for(cc).map(|t| t.sm);
+        assert_eq!(sm((9, 0)).unwrap(), "sm_90a");
+        assert_eq!(sm((8, 0)).unwrap(), "sm_80");
+        assert_eq!(sm((8, 6)).unwrap(), "sm_80");
+        assert_eq!(sm((8, 9)).unwrap(), "sm_89");
+        assert_eq!(sm((10, 0)).unwrap(), "sm_90");
+        assert!(matches!(
+            target_for((7, 5)),
+            Err(JitError::UnsupportedGpu { major: 7, minor: 5 })
+        ));
+        assert!(ptx_runs_on("sm_90a", (9, 0)));
+        assert!(!ptx_runs_on("sm_90a", (10, 0)));
+        assert!(ptx_runs_on("sm_80", (9, 0)));
+        assert!(!ptx_runs_on("sm_89", (8, 6)));
+        assert!(cubin_runs_on("sm_80", (8, 9)));
+        assert!(!cubin_runs_on("sm_80", (9, 0)));
+        assert!(!cubin_runs_on("sm_90", (10, 0)));
+        assert!(cubin_runs_on("sm_90a", (9, 0)));
+    }
+}

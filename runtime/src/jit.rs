@@ -1,0 +1,419 @@
+//! The JIT: kernel handles that check, specialise, compile or fetch from the caches, and launch.
+//!
+//! Three caches, from hot to cold: each [`JitKernel`] keeps its loaded specialisations in a small
+//! list keyed by the packed argument tags (the launch path: no hashing, no allocation); the
+//! [`Jit`] keeps every loaded module in a `HashMap` keyed by the full cache key (shared by
+//! handles of the same kernel); the disk cache keeps compiled PTX and cubins across processes.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tile_codegen::{ArgSpec, Target};
+use tile_lang::ir::ConstValue;
+
+use crate::args::{self, Arg, MAX_PARAMS, ParamSig};
+use crate::cache::{CacheKey, DiskCache};
+use crate::compile::{self, JitError, Origin, Plan, Program, Source};
+use crate::gpu::{Function, Gpu, Image};
+
+/// How a [`Jit`] compiles and caches. `JitOptions::default()` reads the environment: the disk
+/// cache's location (see [`default_cache_dir`](crate::cache::default_cache_dir)) and ptxas
+/// (`TILE_PTXAS`, `.tools/`, `PATH`).
+#[derive(Clone, Debug)]
+pub struct JitOptions {
+    /// The target to compile for; `None` picks the newest one the GPU runs.
+    pub target: Option<Target>,
+    /// The disk cache's directory; `None` turns the disk cache off.
+    pub cache_dir: Option<PathBuf>,
+    /// ptxas, to load cubins rather than PTX (the driver then skips its own PTX compile, and
+    /// ptxas's errors are clearer); `None` loads PTX.
+    pub ptxas: Option<PathBuf>,
+}
+
+impl Default for JitOptions {
+    fn default() -> JitOptions {
+        JitOptions {
+            target: None,
+            cache_dir: crate::cache::default_cache_dir(),
+            ptxas: tile_codegen::ptxas::find(),
+        }
+    }
+}
+
+/// Per-kernel choices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Warps per block; `None`: the kernel's first `#[warps(..)]` candidate, else 4.
+    pub num_warps: Option<u32>,
+}
+
+/// Counters of what a [`Jit`] did, for tests, logs and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JitStats {
+    /// Specialisations compiled in this process.
+    pub compiled: u64,
+    /// Specialisations read from the disk cache.
+    pub disk_hits: u64,
+    /// Disk cache entries found corrupt (and replaced by a fresh compile).
+    pub disk_corrupt: u64,
+    /// Failed writes to the disk cache (the kernel still ran).
+    pub disk_write_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    compiled: AtomicU64,
+    disk_hits: AtomicU64,
+    disk_corrupt: AtomicU64,
+    disk_write_errors: AtomicU64,
+}
+
+/// A kernel specialisation loaded on the GPU.
+struct Loaded {
+    func: Function,
+    threads_per_block: u32,
+    smem_bytes: u32,
+    specialization: String,
+    origin: Origin,
+    from_cubin: bool,
+}
+
+/// A loaded specialisation, as [`JitKernel::prepare`] returns it.
+#[derive(Clone)]
+pub struct LoadedKernel(Arc<Loaded>);
+
+impl LoadedKernel {
+    pub fn name(&self) -> &str {
+        &self.0.func.name
+    }
+    pub fn threads_per_block(&self) -> u32 {
+        self.0.threads_per_block
+    }
+    /// Dynamic shared memory per block, in bytes.
+    pub fn smem_bytes(&self) -> u32 {
+        self.0.smem_bytes
+    }
+    pub fn registers(&self) -> i32 {
+        self.0.func.registers
+    }
+    /// Local memory per thread (spills and stack), in bytes.
+    pub fn local_bytes(&self) -> i32 {
+        self.0.func.local_bytes
+    }
+    /// The specialisation tags, one per argument (`d`: divisible by 16, `1`: equal to 1).
+    pub fn specialization(&self) -> &str {
+        &self.0.specialization
+    }
+    /// Whether this process compiled it or read it from the disk cache.
+    pub fn origin(&self) -> Origin {
+        self.0.origin
+    }
+    /// Whether the driver loaded a cubin (else PTX, which the driver compiled).
+    pub fn from_cubin(&self) -> bool {
+        self.0.from_cubin
+    }
+    /// The driver's handle, for launching through the driver API directly (benchmarks,
+    /// interop); valid while the [`Jit`] lives.
+    pub fn cu_function(&self) -> cudarc::driver::sys::CUfunction {
+        self.0.func.cu_function()
+    }
+}
+
+struct JitInner {
+    gpu: Gpu,
+    compute_capability: (i32, i32),
+    program: Program,
+    target: Target,
+    cache: Option<DiskCache>,
+    ptxas: Option<PathBuf>,
+    /// Every loaded specialisation, by full cache key.
+    loaded: Mutex<HashMap<CacheKey, Arc<Loaded>>>,
+    /// Kernel handles by plan key, so that asking twice does not check the kernel twice.
+    kernels: Mutex<HashMap<[u8; 32], Arc<KernelInner>>>,
+    counters: Counters,
+}
+
+/// Compiles one `.tile` source on first use of each kernel and caches the results.
+/// Cloning is cheap: clones share the caches.
+#[derive(Clone)]
+pub struct Jit {
+    inner: Arc<JitInner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding a cache lock leaves the cache consistent (every insert
+    // is one call), so keep using it rather than propagating the panic.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Jit {
+    /// A JIT for `source` on `gpu`. Reads a file source now; parses and compiles nothing until a
+    /// kernel is asked for.
+    pub fn new(gpu: &Gpu, source: Source, opts: JitOptions) -> Result<Jit, JitError> {
+        let cc = gpu.compute_capability()?;
+        let target = match opts.target {
+            Some(t) => {
+                if !compile::ptx_runs_on(t.sm, cc) {
+                    return Err(JitError::TargetMismatch {
+                        target: t.sm.into(),
+                        major: cc.0,
+                        minor: cc.1,
+                    });
+                }
+                t
+            }
+            None => compile::target_for(cc)?,
+        };
+        Ok(Jit {
+            inner: Arc::new(JitInner {
+                gpu: gpu.clone(),
+                compute_capability: cc,
+                program: Program::load(source)?,
+                cache: opts.cache_dir.map(DiskCache::new),
+                // A cubin the GPU cannot run is useless: load PTX instead.
+                ptxas: opts.ptxas.filter(|_| compile::cubin_runs_on(target.sm, cc)),
+                target,
+                loaded: Mutex::new(HashMap::new()),
+                kernels: Mutex::new(HashMap::new()),
+                counters: Counters::default(),
+            }),
+        })
+    }
+
+    /// The handle of kernel `name` with its compile-time parameters bound (`[("BLOCK",
+    /// ConstValue::Int(1024))]`). Checks the kernel (reporting its diagnostics); compiles
+    /// nothing yet: each specialisation compiles on its first launch or [`JitKernel::prepare`].
+    pub fn kernel(&self, name: &str, bindings: &[(&str, ConstValue)]) -> Result<JitKernel, JitError> {
+        self.kernel_with(name, bindings, &KernelOptions::default())
+    }
+
+    /// [`Jit::kernel`] with per-kernel options.
+    pub fn kernel_with(
+        &self,
+        name: &str,
+        bindings: &[(&str, ConstValue)],
+        opts: &KernelOptions,
+    ) -> Result<JitKernel, JitError> {
+        let j = &self.inner;
+        let bindings = compile::to_bindings(bindings);
+        let pk = compile::plan_key(&j.program, name, &bindings, opts.num_warps, &j.target);
+        if let Some(k) = lock(&j.kernels).get(&pk) {
+            return Ok(JitKernel {
+                jit: j.clone(),
+                inner: k.clone(),
+            });
+        }
+        let plan = compile::plan(&j.program, name, &bindings, opts.num_warps, &j.target)?;
+        let inner = lock(&j.kernels)
+            .entry(pk)
+            .or_insert_with(|| {
+                Arc::new(KernelInner {
+                    plan,
+                    specs: Mutex::new(Vec::new()),
+                })
+            })
+            .clone();
+        Ok(JitKernel { jit: j.clone(), inner })
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.inner.target
+    }
+
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.inner.cache.as_ref().map(|c| c.dir())
+    }
+
+    /// Whether specialisations are assembled to cubins (ptxas found, and its output runs here).
+    pub fn uses_ptxas(&self) -> bool {
+        self.inner.ptxas.is_some()
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        &self.inner.gpu
+    }
+
+    pub fn stats(&self) -> JitStats {
+        let c = &self.inner.counters;
+        JitStats {
+            compiled: c.compiled.load(Ordering::Relaxed),
+            disk_hits: c.disk_hits.load(Ordering::Relaxed),
+            disk_corrupt: c.disk_corrupt.load(Ordering::Relaxed),
+            disk_write_errors: c.disk_write_errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct KernelInner {
+    plan: Plan,
+    /// Loaded specialisations by packed tags; a handful at most, so a list beats a map.
+    specs: Mutex<Vec<(u128, Arc<Loaded>)>>,
+}
+
+/// One kernel of a [`Jit`] with its compile-time parameters bound. Cheap to clone; launches
+/// from several threads are fine.
+#[derive(Clone)]
+pub struct JitKernel {
+    jit: Arc<JitInner>,
+    inner: Arc<KernelInner>,
+}
+
+/// The launch grid, in programs (blocks). `From` a `u32`, a pair, a triple or `[u32; 3]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid(pub [u32; 3]);
+
+impl From<u32> for Grid {
+    fn from(x: u32) -> Grid {
+        Grid([x, 1, 1])
+    }
+}
+impl From<(u32, u32)> for Grid {
+    fn from((x, y): (u32, u32)) -> Grid {
+        Grid([x, y, 1])
+    }
+}
+impl From<(u32, u32, u32)> for Grid {
+    fn from((x, y, z): (u32, u32, u32)) -> Grid {
+        Grid([x, y, z])
+    }
+}
+impl From<[u32; 3]> for Grid {
+    fn from(g: [u32; 3]) -> Grid {
+        Grid(g)
+    }
+}
+
+impl JitKernel {
+    pub fn name(&self) -> &str {
+        &self.inner.plan.kernel.name
+    }
+
+    /// The kernel's parameters, in order.
+    pub fn params(&self) -> &[ParamSig] {
+        &self.inner.plan.params
+    }
+
+    pub fn num_warps(&self) -> u32 {
+        self.inner.plan.num_warps
+    }
+
+    /// Checks `args` against the signature without launching.
+    pub fn check(&self, args: &[Arg<'_>]) -> Result<(), args::ArgError> {
+        args::check_args(self.name(), self.params(), args)
+    }
+
+    /// Checks `args`, then compiles (or fetches from a cache) and loads the specialisation they
+    /// select, without launching: a way to take the compile out of the first launch.
+    pub fn prepare(&self, args: &[Arg<'_>]) -> Result<LoadedKernel, JitError> {
+        self.check(args)?;
+        self.specialization(args).map(LoadedKernel)
+    }
+
+    /// Launches on `grid` programs and waits for the kernel to finish.
+    pub fn launch(&self, grid: impl Into<Grid>, args: &[Arg<'_>]) -> Result<(), JitError> {
+        self.launch_async(grid, args)?;
+        Ok(self.jit.gpu.synchronize()?)
+    }
+
+    /// Enqueues a launch on `grid` programs and returns without waiting; the kernel's own
+    /// errors surface at the next synchronisation ([`Gpu::synchronize`], a download). A grid
+    /// with no programs launches nothing. Tensors passed may be dropped at once: the stream
+    /// frees them after the kernel.
+    pub fn launch_async(&self, grid: impl Into<Grid>, args: &[Arg<'_>]) -> Result<(), JitError> {
+        let Grid(grid) = grid.into();
+        self.check(args)?;
+        if grid.contains(&0) {
+            return Ok(());
+        }
+        let loaded = self.specialization(args)?;
+        let n = args.len();
+        let mut values = [0u64; MAX_PARAMS];
+        args::pack(args, &mut values[..n]);
+        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
+        for (p, v) in ptrs.iter_mut().zip(values.iter_mut()).take(n) {
+            *p = (v as *mut u64).cast();
+        }
+        // SAFETY: the arguments were checked against the kernel's signature: one value per
+        // parameter, each as wide as the parameter or wider (the driver reads the parameter's
+        // width from the slot's start: the low bytes on a little-endian host); device addresses
+        // come from live tensors, which the stream frees only after this kernel.
+        unsafe {
+            self.jit.gpu.launch_raw(
+                &loaded.func,
+                grid,
+                loaded.threads_per_block,
+                loaded.smem_bytes,
+                &mut ptrs[..n],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The loaded specialisation for checked `args`: from this handle's list, the JIT's map,
+    /// the disk cache, or a fresh compile, in that order.
+    fn specialization(&self, args: &[Arg<'_>]) -> Result<Arc<Loaded>, JitError> {
+        let tag = args::spec_key(args);
+        if let Some((_, l)) = lock(&self.inner.specs).iter().find(|(t, _)| *t == tag) {
+            return Ok(l.clone());
+        }
+        let spec: Vec<ArgSpec> = args.iter().map(args::arg_spec).collect();
+        let loaded = self.load(&spec)?;
+        let mut specs = lock(&self.inner.specs);
+        // Another thread may have loaded it meanwhile; keep the first.
+        if let Some((_, l)) = specs.iter().find(|(t, _)| *t == tag) {
+            return Ok(l.clone());
+        }
+        specs.push((tag, loaded.clone()));
+        Ok(loaded)
+    }
+
+    /// Slow path: no lock is held while compiling, so other kernels keep launching.
+    fn load(&self, spec: &[ArgSpec]) -> Result<Arc<Loaded>, JitError> {
+        let j = &self.jit;
+        let key = crate::cache::specialize(&self.inner.plan.base_key, spec);
+        if let Some(l) = lock(&j.loaded).get(&key) {
+            return Ok(l.clone());
+        }
+        let (key, entry, origin, report) =
+            compile::build(&self.inner.plan, spec, j.cache.as_ref(), j.ptxas.as_deref())?;
+        let c = &j.counters;
+        match origin {
+            Origin::Compiled => c.compiled.fetch_add(1, Ordering::Relaxed),
+            Origin::DiskCache => c.disk_hits.fetch_add(1, Ordering::Relaxed),
+        };
+        if report.corrupt.is_some() {
+            c.disk_corrupt.fetch_add(1, Ordering::Relaxed);
+        }
+        if report.write_error.is_some() {
+            c.disk_write_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let (func, from_cubin) = match &entry.cubin {
+            Some(cubin) if compile::cubin_runs_on(&entry.target_sm, j.compute_capability) => {
+                match j.gpu.load(Image::Cubin(cubin), &entry.kernel, entry.smem_bytes) {
+                    Ok(f) => (f, true),
+                    // A cubin the driver refuses (another ptxas, say) still leaves the PTX.
+                    Err(_) => (
+                        j.gpu.load(Image::Ptx(&entry.ptx), &entry.kernel, entry.smem_bytes)?,
+                        false,
+                    ),
+                }
+            }
+            _ => (
+                j.gpu.load(Image::Ptx(&entry.ptx), &entry.kernel, entry.smem_bytes)?,
+                false,
+            ),
+        };
+        let loaded = Arc::new(Loaded {
+            func,
+            threads_per_block: entry.threads_per_block,
+            smem_bytes: entry.smem_bytes,
+            specialization: entry.specialization,
+            origin,
+            from_cubin,
+        });
+        Ok(lock(&j.loaded).entry(key).or_insert(loaded).clone())
+    }
+}

@@ -1,0 +1,311 @@
+//! The JIT and the runtime on a real GPU. Ignored by default (CI has no GPU); run on the GPU
+//! host with `cargo test --release -p tile-runtime -- --ignored`, or the built test binary with
+//! `--ignored`.
+
+use std::path::PathBuf;
+
+use tile_runtime::half::{bf16, f16};
+use tile_runtime::{
+    Arg, ArgError, ConstValue, DeviceTensor, Gpu, Image, Jit, JitError, JitOptions, KernelArg, Origin, Source,
+};
+
+const VECTOR_ADD: &str = include_str!("../../dsl-examples/vector_add.tile");
+
+const MIXED: &str = include_str!("kernels/mixed.tile");
+
+fn gpu() -> Gpu {
+    Gpu::new(0).expect("this test needs a CUDA GPU")
+}
+
+/// A fresh cache directory per test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("tile-runtime-gpu-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn opts(cache: &TempDir) -> JitOptions {
+    JitOptions {
+        cache_dir: Some(cache.0.clone()),
+        ..JitOptions::default()
+    }
+}
+
+fn inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
+    let x = (0..n).map(|i| (i % 1000) as f32 * 0.25 - 7.0).collect();
+    let y = (0..n).map(|i| (i % 17) as f32 * -1.5 + 0.125).collect();
+    (x, y)
+}
+
+fn run_vector_add(jit: &Jit, n: usize, block: i64) -> Vec<f32> {
+    let gpu = jit.gpu();
+    let k = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(block))]).unwrap();
+    let (xh, yh) = inputs(n);
+    let x = DeviceTensor::upload(gpu, &xh).unwrap();
+    let y = DeviceTensor::upload(gpu, &yh).unwrap();
+    let mut out = DeviceTensor::upload(gpu, &vec![f32::NAN; n]).unwrap();
+    k.launch(
+        (n as u32).div_ceil(block as u32),
+        &[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(n as i32)],
+    )
+    .unwrap();
+    out.download().unwrap()
+}
+
+fn assert_sum(n: usize, got: &[f32]) {
+    let (x, y) = inputs(n);
+    for i in 0..n {
+        assert_eq!(got[i], x[i] + y[i], "element {i} of {n}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn vector_add_matches_the_host() {
+    let cache = TempDir::new("add");
+    let jit = Jit::new(&gpu(), Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    for (n, block) in [(1, 256), (1000, 512), (98_765, 1024), (1 << 20, 2048)] {
+        assert_sum(n, &run_vector_add(&jit, n, block));
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_fresh_jit_reads_the_disk_cache() {
+    let cache = TempDir::new("disk");
+    let g = gpu();
+    let first = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    assert_sum(5000, &run_vector_add(&first, 5000, 1024));
+    assert_eq!((first.stats().compiled, first.stats().disk_hits), (1, 0));
+
+    let second = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    assert_sum(5000, &run_vector_add(&second, 5000, 1024));
+    assert_eq!((second.stats().compiled, second.stats().disk_hits), (0, 1));
+
+    // Corrupt every PTX and cubin: the next JIT notices, recompiles and still gets it right.
+    for e in std::fs::read_dir(&cache.0).unwrap() {
+        let p = e.unwrap().path();
+        if matches!(p.extension().and_then(|x| x.to_str()), Some("ptx" | "cubin")) {
+            std::fs::write(&p, b"garbage").unwrap();
+        }
+    }
+    let third = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    assert_sum(5000, &run_vector_add(&third, 5000, 1024));
+    let s = third.stats();
+    assert_eq!((s.compiled, s.disk_hits, s.disk_corrupt), (1, 0, 1));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn each_specialisation_is_its_own_variant() {
+    let cache = TempDir::new("spec");
+    let g = gpu();
+    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    let k = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(256))]).unwrap();
+    let x = DeviceTensor::upload(&g, &[1.0f32; 32]).unwrap();
+    let y = DeviceTensor::upload(&g, &[2.0f32; 32]).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&g, 32).unwrap();
+    let tags: Vec<String> = [1, 7, 32]
+        .into_iter()
+        .map(|n| {
+            let args = [Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(n)];
+            let l = k.prepare(&args).unwrap();
+            assert_eq!((l.threads_per_block(), l.smem_bytes()), (128, 0));
+            assert_eq!(l.origin(), Origin::Compiled);
+            k.launch(1, &args).unwrap();
+            l.specialization().to_string()
+        })
+        .collect();
+    assert_eq!(tags, ["ddd1", "ddd-", "dddd"]);
+    assert_eq!(jit.stats().compiled, 3);
+    assert_eq!(out.download().unwrap(), vec![3.0f32; 32]);
+    // The same kernel asked for again shares the loaded variants.
+    let again = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(256))]).unwrap();
+    let args = [Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(7)];
+    again.launch(1, &args).unwrap();
+    assert_eq!(jit.stats().compiled, 3);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_arguments_never_reach_the_gpu() {
+    let g = gpu();
+    let jit = Jit::new(
+        &g,
+        Source::Static(VECTOR_ADD),
+        JitOptions {
+            cache_dir: None,
+            ..JitOptions::default()
+        },
+    )
+    .unwrap();
+    let k = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(256))]).unwrap();
+    let x = DeviceTensor::upload(&g, &[1.0f32; 4]).unwrap();
+    let h = DeviceTensor::upload(&g, &[f16::ONE; 4]).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&g, 4).unwrap();
+    let err = |r: Result<(), JitError>| match r {
+        Err(JitError::Arg(e)) => e,
+        other => panic!("expected an argument error, got {other:?}"),
+    };
+    assert!(matches!(
+        err(k.launch(1, &[Arg::buf(&x), Arg::buf(&x), Arg::buf(&out), Arg::i32(4)])),
+        ArgError::ReadOnly { index: 2, .. }
+    ));
+    assert!(matches!(
+        err(k.launch(1, &[Arg::buf(&x), Arg::buf(&h), Arg::buf_mut(&mut out), Arg::i32(4)])),
+        ArgError::BufferDType { index: 1, .. }
+    ));
+    assert!(matches!(
+        err(k.launch(1, &[Arg::f32(1.0), Arg::buf(&x), Arg::buf_mut(&mut out), Arg::i32(4)])),
+        ArgError::ExpectedBuffer { index: 0, .. }
+    ));
+    assert!(matches!(
+        err(k.launch(1, &[Arg::buf(&x), Arg::buf(&x), Arg::buf_mut(&mut out)])),
+        ArgError::Count { .. }
+    ));
+    // Nothing was compiled for any of them.
+    assert_eq!(jit.stats().compiled, 0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn mixed_dtypes() {
+    let g = gpu();
+    let cache = TempDir::new("mixed");
+    let jit = Jit::new(
+        &g,
+        Source::Text {
+            name: "mixed.tile".into(),
+            text: MIXED.into(),
+        },
+        opts(&cache),
+    )
+    .unwrap();
+    let k = jit.kernel("mixed", &[]).unwrap();
+    let n = 1000;
+    let xh: Vec<f16> = (0..n).map(|i| f16::from_f32(i as f32 * 0.5)).collect();
+    let yh: Vec<bf16> = (0..n).map(|i| bf16::from_f32(-(i as f32))).collect();
+    let x = DeviceTensor::upload(&g, &xh).unwrap();
+    let y = DeviceTensor::upload(&g, &yh).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    k.launch(
+        (n as u32).div_ceil(256),
+        &[
+            Arg::buf(&x),
+            Arg::buf(&y),
+            Arg::buf_mut(&mut out),
+            Arg::f32(2.0),
+            Arg::i64(3),
+            Arg::i32(n as i32),
+        ],
+    )
+    .unwrap();
+    let got = out.download().unwrap();
+    for i in 0..n {
+        let want = xh[i].to_f32() * 2.0 + yh[i].to_f32() + 3.0;
+        assert_eq!(got[i], want, "element {i}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn async_launches_run_in_order() {
+    let g = gpu();
+    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), JitOptions::default()).unwrap();
+    let k = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    let n = 10_000;
+    let one = DeviceTensor::upload(&g, &vec![1.0f32; n]).unwrap();
+    let mut acc = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    let grid = (n as u32).div_ceil(1024);
+    for _ in 0..100 {
+        // acc = acc + 1, a hundred times, without waiting in between; each old `acc` is dropped
+        // while the kernel that reads it may still be queued (the stream frees it after).
+        let mut tmp = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+        k.launch_async(
+            grid,
+            &[
+                Arg::buf(&acc),
+                Arg::buf(&one),
+                Arg::buf_mut(&mut tmp),
+                Arg::i32(n as i32),
+            ],
+        )
+        .unwrap();
+        acc = tmp;
+    }
+    assert_eq!(acc.download().unwrap(), vec![100.0f32; n]);
+    // A grid with no programs launches nothing (and is not an error).
+    k.launch(
+        0,
+        &[Arg::buf(&one), Arg::buf(&one), Arg::buf_mut(&mut acc), Arg::i32(0)],
+    )
+    .unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tensors_round_trip_every_host_type() {
+    let g = gpu();
+    fn rt<T: tile_runtime::Element + PartialEq + std::fmt::Debug>(g: &Gpu, v: &[T]) {
+        let t = DeviceTensor::upload(g, v).unwrap();
+        assert_eq!((t.len(), t.dtype()), (v.len(), T::DTYPE));
+        assert_eq!(t.download().unwrap(), v);
+        assert_eq!(t.device_ptr() % 256, 0, "driver allocations are 256-byte aligned");
+    }
+    rt(&g, &[1.5f32, -2.0]);
+    rt(&g, &[1.5f64, -2.0]);
+    rt(&g, &[i32::MIN, 7]);
+    rt(&g, &[i64::MIN, 7]);
+    rt(&g, &[u32::MAX, 7]);
+    rt(&g, &[u8::MAX, 7]);
+    rt(&g, &[i8::MIN, 7]);
+    rt(&g, &[u16::MAX, 7]);
+    rt(&g, &[f16::MAX, f16::MIN_POSITIVE]);
+    rt(&g, &[bf16::MAX, bf16::NEG_ONE]);
+    rt::<f32>(&g, &[]);
+    let mut z = DeviceTensor::<u16>::zeros(&g, 3).unwrap();
+    assert_eq!(z.download().unwrap(), [0, 0, 0]);
+    z.copy_from(&[1, 2, 3]).unwrap();
+    assert_eq!(z.download().unwrap(), [1, 2, 3]);
+    assert!(z.copy_from(&[1]).is_err());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_untyped_gpu_api_still_works() {
+    // What `tilec verify` does: compile by hand, load, launch with untyped arguments.
+    let g = gpu();
+    let ast = tile_lang::syntax::parse(VECTOR_ADD).unwrap();
+    let bindings = vec![("BLOCK".to_string(), ConstValue::Int(256))];
+    let k = tile_lang::check::check_kernel(VECTOR_ADD, &ast, "vector_add", &bindings).unwrap();
+    let cc = g.compute_capability().unwrap();
+    let target = tile_codegen::target(if cc == (9, 0) { "sm_90a" } else { "sm_80" }).unwrap();
+    let c = tile_codegen::compile(&k, &tile_codegen::CompileOptions::new(target)).unwrap();
+    let f = g.load(Image::Ptx(&c.ptx), &c.name, c.smem_bytes).unwrap();
+    let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let x = g.upload(&bytes(&[1.0, 2.0, 3.0])).unwrap();
+    let out = g.upload(&bytes(&[0.0; 3])).unwrap();
+    let args = [
+        KernelArg::Buffer(&x),
+        KernelArg::Buffer(&x),
+        KernelArg::Buffer(&out),
+        KernelArg::U32(3),
+    ];
+    g.launch(&f, [1, 1, 1], c.threads_per_block, c.smem_bytes, &args)
+        .unwrap();
+    assert_eq!(g.download(&out).unwrap(), bytes(&[2.0, 4.0, 6.0]));
+    g.launch_async(&f, [1, 1, 1], c.threads_per_block, c.smem_bytes, &args)
+        .unwrap();
+    g.synchronize().unwrap();
+}
