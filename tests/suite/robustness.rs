@@ -142,6 +142,13 @@ fn mutated_examples_never_panic_or_hang() {
     inputs.push("kernel k() { let x = zeros([1 << 62, 1 << 62]); }".into());
     inputs.push("fn f(x) { f(x) } kernel k() { let y = f(1); }".into());
     inputs.push("kernel k() { #[unroll] for i in 0..1000000000 { } }".into());
+    // Unclosed parentheses and nested block values: once exponential in pest's backtracking.
+    inputs.push(format!("kernel k() {{ let x = f({} x, m); }}", "(".repeat(120)));
+    inputs.push(format!(
+        "kernel k() {{ let x = 1{}{}; }}",
+        " + if true { 1".repeat(60),
+        " }".repeat(60)
+    ));
     for (i, input) in inputs.into_iter().enumerate() {
         let (tx, rx) = mpsc::channel();
         let shown: String = input.chars().take(300).collect();

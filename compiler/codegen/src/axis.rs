@@ -25,21 +25,36 @@ pub struct AxisInfo {
 const HUGE: u64 = 1 << 30;
 
 impl AxisInfo {
-    pub const UNKNOWN: AxisInfo = AxisInfo { contiguity: 1, divisibility: 1, constancy: 1 };
+    pub const UNKNOWN: AxisInfo = AxisInfo {
+        contiguity: 1,
+        divisibility: 1,
+        constancy: 1,
+    };
 
     fn scalar(divisibility: u64) -> AxisInfo {
-        AxisInfo { contiguity: 1, divisibility, constancy: HUGE }
+        AxisInfo {
+            contiguity: 1,
+            divisibility,
+            constancy: HUGE,
+        }
     }
 }
 
 /// The largest power of two dividing `v` (`HUGE` for 0).
 fn pow2_factor(v: i64) -> u64 {
-    if v == 0 { HUGE } else { (1u64 << v.unsigned_abs().trailing_zeros()).min(HUGE) }
+    if v == 0 {
+        HUGE
+    } else {
+        (1u64 << v.unsigned_abs().trailing_zeros()).min(HUGE)
+    }
 }
 
 /// Facts for every integer and pointer value of `k` that has any.
 pub fn analyze(k: &Kernel, spec: &[ArgSpec]) -> HashMap<ValueId, AxisInfo> {
-    let mut a = Analysis { k, info: HashMap::new() };
+    let mut a = Analysis {
+        k,
+        info: HashMap::new(),
+    };
     for (i, p) in k.params.iter().enumerate() {
         let s = spec.get(i).copied().unwrap_or_default();
         let div = match p.elem {
@@ -100,14 +115,20 @@ impl Analysis<'_> {
         Some(match &op.kind {
             OpKind::Const(ConstValue::Int(v)) => AxisInfo::scalar(pow2_factor(*v)),
             OpKind::Const(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => AxisInfo::scalar(1),
-            OpKind::Arange { start, end } => {
-                AxisInfo { contiguity: (end - start) as u64, divisibility: pow2_factor(*start), constancy: 1 }
-            }
+            OpKind::Arange { start, end } => AxisInfo {
+                contiguity: (end - start) as u64,
+                divisibility: pow2_factor(*start),
+                constancy: 1,
+            },
             OpKind::Broadcast => {
                 let src = op.operands[0];
                 let s = arg(0);
                 if self.k.ty(src).is_scalar() || last_dim(src) == 1 {
-                    AxisInfo { contiguity: 1, divisibility: s.divisibility, constancy: HUGE }
+                    AxisInfo {
+                        contiguity: 1,
+                        divisibility: s.divisibility,
+                        constancy: HUGE,
+                    }
                 } else {
                     s
                 }
@@ -116,7 +137,11 @@ impl Analysis<'_> {
                 let src = op.operands[0];
                 if *axis == self.k.ty(src).shape.len() {
                     // A new last axis of size 1: each element stands alone.
-                    AxisInfo { contiguity: 1, divisibility: arg(0).divisibility.min(pow2_any(arg(0))), constancy: 1 }
+                    AxisInfo {
+                        contiguity: 1,
+                        divisibility: arg(0).divisibility.min(pow2_any(arg(0))),
+                        constancy: 1,
+                    }
                 } else {
                     arg(0)
                 }
@@ -127,45 +152,77 @@ impl Analysis<'_> {
                 match b {
                     BinaryOp::Add => sum(x, y, constancy),
                     // Subtracting a run gives a decreasing sequence: only `x`'s runs survive.
-                    BinaryOp::Sub => sum(x, AxisInfo { contiguity: 1, divisibility: pow2_any(y), ..y }, constancy),
+                    BinaryOp::Sub => sum(
+                        x,
+                        AxisInfo {
+                            contiguity: 1,
+                            divisibility: pow2_any(y),
+                            ..y
+                        },
+                        constancy,
+                    ),
                     BinaryOp::Mul => AxisInfo {
                         contiguity: 1,
                         divisibility: pow2_any(x).saturating_mul(pow2_any(y)).min(HUGE),
                         constancy,
                     },
-                    _ => AxisInfo { contiguity: 1, divisibility: 1, constancy },
+                    _ => AxisInfo {
+                        contiguity: 1,
+                        divisibility: 1,
+                        constancy,
+                    },
                 }
             }
             OpKind::Cmp(c) => {
                 let (x, y) = (arg(0), arg(1));
                 // A run [a, a + g) of multiples-of-g starts against a multiple of g constant over
                 // the group: `run < v` and `run >= v` (and `v > run`, `v <= run`) agree on the group.
-                let group = |r: AxisInfo, k: AxisInfo| r.contiguity.min(r.divisibility).min(k.constancy).min(k.divisibility);
+                let group =
+                    |r: AxisInfo, k: AxisInfo| r.contiguity.min(r.divisibility).min(k.constancy).min(k.divisibility);
                 let g = match c {
                     CmpOp::Lt | CmpOp::Ge => group(x, y),
                     CmpOp::Gt | CmpOp::Le => group(y, x),
                     _ => 1,
                 };
-                AxisInfo { contiguity: 1, divisibility: 1, constancy: x.constancy.min(y.constancy).max(g) }
+                AxisInfo {
+                    contiguity: 1,
+                    divisibility: 1,
+                    constancy: x.constancy.min(y.constancy).max(g),
+                }
             }
             OpKind::PtrAdd => {
                 let (p, o) = (arg(0), arg(1));
-                let Elem::Ptr { pointee, .. } = self.k.ty(op.operands[0]).elem else { return None };
+                let Elem::Ptr { pointee, .. } = self.k.ty(op.operands[0]).elem else {
+                    return None;
+                };
                 // In bytes: the offset's run starts scale by the element size.
-                let o = AxisInfo { divisibility: o.divisibility.saturating_mul(pointee.bytes() as u64).min(HUGE), ..o };
+                let o = AxisInfo {
+                    divisibility: o.divisibility.saturating_mul(pointee.bytes() as u64).min(HUGE),
+                    ..o
+                };
                 sum(p, o, p.constancy.min(o.constancy))
             }
             OpKind::Select | OpKind::Unary(_) | OpKind::Cast(_) | OpKind::Bitcast => {
                 let constancy = op.operands.iter().map(|v| self.get(*v).constancy).min().unwrap_or(1);
-                AxisInfo { contiguity: 1, divisibility: 1, constancy }
+                AxisInfo {
+                    contiguity: 1,
+                    divisibility: 1,
+                    constancy,
+                }
             }
             OpKind::MultipleOf(n) => {
                 let x = arg(0);
-                AxisInfo { divisibility: x.divisibility.max(*n), ..x }
+                AxisInfo {
+                    divisibility: x.divisibility.max(*n),
+                    ..x
+                }
             }
             OpKind::MaxContiguous(n) => {
                 let x = arg(0);
-                AxisInfo { contiguity: x.contiguity.max(*n), ..x }
+                AxisInfo {
+                    contiguity: x.contiguity.max(*n),
+                    ..x
+                }
             }
             _ => return None,
         })
@@ -184,7 +241,11 @@ fn sum(x: AxisInfo, y: AxisInfo, constancy: u64) -> AxisInfo {
             divisibility = divisibility.min(contiguity);
         }
     }
-    AxisInfo { contiguity, divisibility, constancy }
+    AxisInfo {
+        contiguity,
+        divisibility,
+        constancy,
+    }
 }
 
 /// The divisibility of each element when every element stands alone (runs of length 1).

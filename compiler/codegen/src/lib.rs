@@ -101,7 +101,11 @@ pub struct CompileOptions {
 
 impl CompileOptions {
     pub fn new(target: Target) -> CompileOptions {
-        CompileOptions { target, num_warps: 4, specialization: Vec::new() }
+        CompileOptions {
+            target,
+            num_warps: 4,
+            specialization: Vec::new(),
+        }
     }
 }
 
@@ -119,12 +123,18 @@ pub struct ArgSpec {
 impl ArgSpec {
     /// The facts that hold for an integer argument.
     pub fn of_int(v: i64) -> ArgSpec {
-        ArgSpec { equals_one: v == 1, divisible_by_16: v % 16 == 0 }
+        ArgSpec {
+            equals_one: v == 1,
+            divisible_by_16: v % 16 == 0,
+        }
     }
 
     /// The facts that hold for a device address.
     pub fn of_ptr(addr: u64) -> ArgSpec {
-        ArgSpec { equals_one: false, divisible_by_16: addr.is_multiple_of(16) }
+        ArgSpec {
+            equals_one: false,
+            divisible_by_16: addr.is_multiple_of(16),
+        }
     }
 
     /// A short tag for cache keys and names: `1`, `d` (divisible by 16) or `-`.

@@ -29,7 +29,13 @@ const PTX_KERNEL: u32 = 71;
 
 /// Lowers `k` into `module` as a kernel for blocks of `threads` threads; returns the dynamic
 /// shared memory it needs.
-pub(crate) fn lower<'c>(ctx: &'c Context, module: &Module<'c>, k: &Kernel, threads: u32, spec: &[crate::ArgSpec]) -> R<u32> {
+pub(crate) fn lower<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    k: &Kernel,
+    threads: u32,
+    spec: &[crate::ArgSpec],
+) -> R<u32> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
     let max_vec = max_vec(k);
@@ -1100,7 +1106,9 @@ impl<'c> L<'c, '_> {
         let bytes = Self::smem_size(e) as u64;
         let unknown = crate::axis::AxisInfo::UNKNOWN;
         let p = self.info.get(&ptr).copied().unwrap_or(unknown);
-        let m = mask.map(|m| self.info.get(&m).copied().unwrap_or(unknown).constancy).unwrap_or(u64::MAX);
+        let m = mask
+            .map(|m| self.info.get(&m).copied().unwrap_or(unknown).constancy)
+            .unwrap_or(u64::MAX);
         // The widest power of two within the chunk and 16 bytes that the facts allow.
         let mut w = (self.layout(t).vec as u64).min(16 / bytes);
         while w > 1 && !(p.contiguity >= w && p.divisibility >= w * bytes && m >= w) {
@@ -1116,8 +1124,16 @@ impl<'c> L<'c, '_> {
         let masks = mask.then(|| self.elems(op.operands[1]));
         let others = other.then(|| self.elems(op.operands[1 + mask as usize]));
         let (cls, bits) = Self::access(e);
-        let ty = if bits == 8 { "u8".to_string() } else { format!("b{bits}") };
-        let mov = if bits == 8 { "b16".to_string() } else { format!("b{bits}") };
+        let ty = if bits == 8 {
+            "u8".to_string()
+        } else {
+            format!("b{bits}")
+        };
+        let mov = if bits == 8 {
+            "b16".to_string()
+        } else {
+            format!("b{bits}")
+        };
         let w = self.vector_width(op.operands[0], mask.then(|| op.operands[1]), e);
         let mut out = Vec::new();
         for start in (0..ptrs.len()).step_by(w) {
@@ -1130,9 +1146,17 @@ impl<'c> L<'c, '_> {
                 .collect::<R<_>>()?;
             let regs: Vec<BasicValueEnum> = match (&masks, w) {
                 (None, 1) => {
-                    let t = if e == Elem::Scalar(DType::Bool) { self.ctx.i8_type().into() } else { self.ty(e) };
+                    let t = if e == Elem::Scalar(DType::Bool) {
+                        self.ctx.i8_type().into()
+                    } else {
+                        self.ty(e)
+                    };
                     let v = llvm(self.b.build_load(t, p.into_pointer_value(), ""))?;
-                    out.push(if e == Elem::Scalar(DType::Bool) { self.of_reg(e, v)? } else { v });
+                    out.push(if e == Elem::Scalar(DType::Bool) {
+                        self.of_reg(e, v)?
+                    } else {
+                        v
+                    });
                     continue;
                 }
                 (None, w) => {
@@ -1146,28 +1170,55 @@ impl<'c> L<'c, '_> {
                         let _ = inst.set_alignment(w as u32 * Self::smem_size(e));
                     }
                     for j in 0..w {
-                        let x = llvm(self.b.build_extract_element(ld.into_vector_value(), self.i32c(j as u64), ""))?;
+                        let x = llvm(
+                            self.b
+                                .build_extract_element(ld.into_vector_value(), self.i32c(j as u64), ""),
+                        )?;
                         out.push(x);
                     }
                     continue;
                 }
                 (Some(m), 1) => {
                     let text = format!("mov.{mov} $0, $2;\n\t@$3 ld.global.{ty} $0, [$1];");
-                    vec![self.asm(Some(self.reg_type(e)), &text, &format!("=&{cls},l,{cls},b"), &[p, inits[0], m[start]])?.unwrap()]
+                    vec![
+                        self.asm(
+                            Some(self.reg_type(e)),
+                            &text,
+                            &format!("=&{cls},l,{cls},b"),
+                            &[p, inits[0], m[start]],
+                        )?
+                        .unwrap(),
+                    ]
                 }
                 (Some(m), w) => {
                     // Sub-word elements travel packed into 32-bit words (PTX vectors have at most
                     // four elements).
-                    let (n, packed) = if bits < 32 { (w * bits as usize / 32, true) } else { (w, false) };
-                    let (cls, ty, mov) = if packed { ("r", "b32".to_string(), "b32".to_string()) } else { (cls, ty.clone(), mov.clone()) };
+                    let (n, packed) = if bits < 32 {
+                        (w * bits as usize / 32, true)
+                    } else {
+                        (w, false)
+                    };
+                    let (cls, ty, mov) = if packed {
+                        ("r", "b32".to_string(), "b32".to_string())
+                    } else {
+                        (cls, ty.clone(), mov.clone())
+                    };
                     let inits = if packed { self.pack(&inits, bits)? } else { inits };
                     let outs: Vec<String> = (0..n).map(|j| format!("${j}")).collect();
                     let movs: String = (0..n).map(|j| format!("mov.{mov} ${j}, ${};\n\t", n + 1 + j)).collect();
                     let vec = if n == 1 { String::new() } else { format!(".v{n}") };
-                    let dst = if n == 1 { "$0".to_string() } else { format!("{{{}}}", outs.join(", ")) };
+                    let dst = if n == 1 {
+                        "$0".to_string()
+                    } else {
+                        format!("{{{}}}", outs.join(", "))
+                    };
                     let text = format!("{movs}@${} ld.global{vec}.{ty} {dst}, [${n}];", 2 * n + 1);
                     let cons = format!("{}l,{}b", format!("=&{cls},").repeat(n), format!("{cls},").repeat(n));
-                    let rt = if packed { self.ctx.i32_type().into() } else { self.reg_type(e) };
+                    let rt = if packed {
+                        self.ctx.i32_type().into()
+                    } else {
+                        self.reg_type(e)
+                    };
                     let mut args = vec![p];
                     args.extend(&inits);
                     args.push(m[start]);
@@ -1175,8 +1226,13 @@ impl<'c> L<'c, '_> {
                         vec![self.asm(Some(rt), &text, &cons, &args)?.unwrap()]
                     } else {
                         let st = self.ctx.struct_type(&vec![rt; n], false);
-                        let r = self.asm(Some(st.into()), &text, &cons, &args)?.unwrap().into_struct_value();
-                        (0..n).map(|j| llvm(self.b.build_extract_value(r, j as u32, ""))).collect::<R<_>>()?
+                        let r = self
+                            .asm(Some(st.into()), &text, &cons, &args)?
+                            .unwrap()
+                            .into_struct_value();
+                        (0..n)
+                            .map(|j| llvm(self.b.build_extract_value(r, j as u32, "")))
+                            .collect::<R<_>>()?
                     };
                     if packed { self.unpack(&words, bits)? } else { words }
                 }
@@ -1185,7 +1241,10 @@ impl<'c> L<'c, '_> {
                 out.push(self.of_reg(e, r)?);
             }
         }
-        self.set(op.results[0], if rt.is_scalar() { Repr::S(out[0]) } else { Repr::T(out) });
+        self.set(
+            op.results[0],
+            if rt.is_scalar() { Repr::S(out[0]) } else { Repr::T(out) },
+        );
         Ok(())
     }
 
@@ -1213,12 +1272,20 @@ impl<'c> L<'c, '_> {
         let masks = mask.then(|| self.elems(op.operands[2]));
         let preds = self.write_preds(&t, masks, ptrs.len())?;
         let (cls, bits) = Self::access(e);
-        let ty = if bits == 8 { "u8".to_string() } else { format!("b{bits}") };
+        let ty = if bits == 8 {
+            "u8".to_string()
+        } else {
+            format!("b{bits}")
+        };
         let w = self.vector_width(op.operands[0], mask.then(|| op.operands[2]), e);
         for start in (0..ptrs.len()).step_by(w) {
             let regs: Vec<BasicValueEnum> = (start..start + w).map(|i| self.to_reg(e, vals[i])).collect::<R<_>>()?;
             let packed = w > 1 && bits < 32;
-            let (regs, cls, ty) = if packed { (self.pack(&regs, bits)?, "r", "b32".to_string()) } else { (regs, cls, ty.clone()) };
+            let (regs, cls, ty) = if packed {
+                (self.pack(&regs, bits)?, "r", "b32".to_string())
+            } else {
+                (regs, cls, ty.clone())
+            };
             let n = regs.len();
             let mut args = vec![ptrs[start]];
             args.extend(&regs);
@@ -1246,7 +1313,10 @@ impl<'c> L<'c, '_> {
                 for (j, r) in group.iter().enumerate() {
                     let x = llvm(self.b.build_int_z_extend(r.into_int_value(), i32t, ""))?;
                     let x = llvm(self.b.build_and(x, i32t.const_int((1u64 << bits) - 1, false), ""))?;
-                    let x = llvm(self.b.build_left_shift(x, i32t.const_int(j as u64 * bits as u64, false), ""))?;
+                    let x = llvm(
+                        self.b
+                            .build_left_shift(x, i32t.const_int(j as u64 * bits as u64, false), ""),
+                    )?;
                     word = llvm(self.b.build_or(word, x, ""))?;
                 }
                 Ok(word.into())
@@ -1260,7 +1330,12 @@ impl<'c> L<'c, '_> {
         let mut out = Vec::new();
         for w in words {
             for j in 0..32 / bits {
-                let x = llvm(self.b.build_right_shift(w.into_int_value(), i32t.const_int((j * bits) as u64, false), false, ""))?;
+                let x = llvm(self.b.build_right_shift(
+                    w.into_int_value(),
+                    i32t.const_int((j * bits) as u64, false),
+                    false,
+                    "",
+                ))?;
                 let x = llvm(self.b.build_and(x, i32t.const_int((1u64 << bits) - 1, false), ""))?;
                 out.push(llvm(self.b.build_int_truncate(x, self.ctx.i16_type(), ""))?.into());
             }

@@ -310,7 +310,13 @@ fn cmd_compile(
                     target: target.clone(),
                     num_warps: num_warps.unwrap_or_else(|| k.warps.first().copied().unwrap_or(4)),
                     specialization: if assume_aligned {
-                        k.params.iter().map(|_| tile_codegen::ArgSpec { equals_one: false, divisible_by_16: true }).collect()
+                        k.params
+                            .iter()
+                            .map(|_| tile_codegen::ArgSpec {
+                                equals_one: false,
+                                divisible_by_16: true,
+                            })
+                            .collect()
                     } else {
                         Vec::new()
                     },

@@ -526,8 +526,7 @@ impl<'a> Cx<'a> {
                         _ => DType::F32,
                     },
                 };
-                let id = self
-                    .value_for(value, d, &[], "the fill value")?;
+                let id = self.value_for(value, d, &[], "the fill value")?;
                 v(self.broadcast_to(id, &shape, span)?)
             }
             "cdiv" => {

@@ -619,12 +619,11 @@ impl Builder {
         let mut tail = None;
         for c in kids(p) {
             match c.as_rule() {
-                Rule::expr => tail = Some(Box::new(self.expr(c))),
                 Rule::empty_stmt => {}
                 _ => stmts.push(self.stmt(c)),
             }
         }
-        // `{ ...; if c { a } else { b } }`: a final `if` without `;` is the block's value.
+        // A final expression without `;` (an `if`, or any expression before `}`) is the value.
         if tail.is_none()
             && let Some(Stmt::Expr { semi: false, .. }) = stmts.last()
             && let Some(Stmt::Expr { expr, .. }) = stmts.pop()
@@ -714,8 +713,10 @@ impl Builder {
                 Stmt::Expr { expr, semi, span }
             }
             _ => {
+                // `expr_stmt`: a `;` or, before the block's `}`, none (then it is the tail).
+                let semi = p.as_str().trim_end().ends_with(';');
                 let expr = self.expr(kids(p).next().unwrap());
-                Stmt::Expr { expr, semi: true, span }
+                Stmt::Expr { expr, semi, span }
             }
         }
     }
@@ -892,8 +893,18 @@ impl Builder {
                 let args = self.args(it.next().unwrap());
                 ExprKind::Call { func, args }
             }
-            Rule::paren => ExprKind::Paren(Box::new(self.expr(kids(p).next().unwrap()))),
-            Rule::tuple => ExprKind::Tuple(kids(p).map(|e| self.expr(e)).collect()),
+            Rule::paren => {
+                let has_comma = kids(p.clone()).any(|k| k.as_rule() == Rule::comma);
+                let mut items: Vec<Expr> = kids(p)
+                    .filter(|k| k.as_rule() == Rule::expr)
+                    .map(|e| self.expr(e))
+                    .collect();
+                if has_comma {
+                    ExprKind::Tuple(items)
+                } else {
+                    ExprKind::Paren(Box::new(items.remove(0)))
+                }
+            }
             Rule::list => ExprKind::List(kids(p).map(|e| self.expr(e)).collect()),
             Rule::if_expr => return self.if_expr(p),
             r => unreachable!("primary rule {r:?}"),
