@@ -1,0 +1,1 @@
+//! The static choice of a kernel's configuration.

@@ -1,0 +1,1 @@
+//! Rewrites on an e-graph (egg).
