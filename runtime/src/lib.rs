@@ -67,12 +67,14 @@ mod compile;
 mod gpu;
 mod jit;
 mod tensor;
+mod timing;
 
 pub use args::{Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, signature, spec_tags};
 pub use compile::{JitError, Origin, Source};
 pub use gpu::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
 pub use tensor::{DeviceTensor, Element};
+pub use timing::{TimingOptions, Timings};
 
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
 /// versions the JIT uses.

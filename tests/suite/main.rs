@@ -5,5 +5,6 @@ mod cli;
 mod diagnostics;
 mod examples;
 mod interp;
+mod optimizer;
 mod ptx;
 mod robustness;

@@ -12,6 +12,7 @@
 //! vectorised accesses and layout propagation arrive with the performance work.
 
 mod axis;
+pub mod estimate;
 mod layout;
 mod lower;
 pub mod ptxas;

@@ -38,7 +38,7 @@ pub(crate) fn lower<'c>(
 ) -> R<u32> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
-    let max_vec = max_vec(k);
+    let max_vec = crate::estimate::max_vec(k);
     let mut l = L {
         info,
         max_vec,
@@ -55,21 +55,6 @@ pub(crate) fn lower<'c>(
     };
     l.kernel()?;
     Ok(l.smem_bytes)
-}
-
-/// Elements per layout chunk: 16 bytes of the narrowest element the kernel moves through memory
-/// (8 for 16-bit types, 4 for f32), so that its accesses can be 128 bits wide.
-fn max_vec(k: &Kernel) -> usize {
-    let mut narrowest = 4;
-    k.walk(&mut |op| {
-        if matches!(op.kind, OpKind::Load { .. } | OpKind::Store { .. })
-            && let Elem::Ptr { pointee, .. } = k.ty(op.operands[0]).elem
-            && pointee != DType::Bool
-        {
-            narrowest = narrowest.min(pointee.bytes());
-        }
-    });
-    (16 / narrowest).min(8)
 }
 
 struct L<'c, 'a> {
@@ -1561,37 +1546,93 @@ impl<'c> L<'c, '_> {
         let d = st.dtype().unwrap();
         let rt = self.k.ty(op.results[0]).clone();
         let bop = Self::combine_op(r);
-        if rt.is_scalar() {
-            // In-thread partials, a butterfly across the warp, then across warps in shared memory.
+        // A few outputs (a row per program, a handful of rows): each is a block-wide reduction —
+        // in-thread partials, a butterfly across the warp, then across warps in shared memory.
+        // Each of a thread's elements is matched against every output, so the path is kept to
+        // one output or to a small product of outputs and elements per thread.
+        const FEW: usize = 8;
+        let nout = rt.numel();
+        let per_thread = self.layout(&st).per_thread();
+        if nout == 1 || (nout <= FEW && nout * per_thread <= 64) {
             let lay = self.layout(&st);
             let vals = self.elems(src);
-            let mut acc = vals[0];
-            for v in &vals[1..] {
-                acc = self.binary(bop, d, acc, *v)?;
+            let id = self.identity(r, d);
+            // One output starts from the first element; several start from the identity.
+            let (mut accs, first) = if nout == 1 {
+                (vec![vals[0]], 1)
+            } else {
+                (vec![id; nout], 0)
+            };
+            for (i, v) in vals.iter().enumerate().skip(first) {
+                let o = if nout == 1 {
+                    None
+                } else {
+                    let e = self.flat(&lay, i)?;
+                    let mut idx = self.unflatten(&lay, e)?;
+                    idx.remove(axis);
+                    Some(self.linear(&rt.shape, &idx)?)
+                };
+                for (k, acc) in accs.iter_mut().enumerate() {
+                    let x = match o {
+                        None => *v,
+                        Some(o) => {
+                            let hit = llvm(self.b.build_int_compare(IntPredicate::EQ, o, self.i32c(k as u64), ""))?;
+                            llvm(self.b.build_select(hit, *v, id, ""))?
+                        }
+                    };
+                    *acc = self.binary(bop, d, *acc, x)?;
+                }
             }
             let own = self.owner(&lay)?;
-            acc = llvm(self.b.build_select(own, acc, self.identity(r, d), ""))?;
-            for m in [16, 8, 4, 2, 1] {
-                let other = self.shuffle_xor(d, acc, m)?;
-                acc = self.binary(bop, d, acc, other)?;
+            for acc in accs.iter_mut() {
+                *acc = llvm(self.b.build_select(own, *acc, id, ""))?;
+                for m in [16, 8, 4, 2, 1] {
+                    let other = self.shuffle_xor(d, *acc, m)?;
+                    *acc = self.binary(bop, d, *acc, other)?;
+                }
             }
             let warps = self.threads / 32;
             if warps > 1 {
                 let e = Elem::Scalar(d);
-                self.need_smem(warps * 8);
+                self.need_smem(warps * 8 * nout as u32);
                 self.barrier()?;
                 let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
                 let warp = llvm(self.b.build_right_shift(self.tid(), self.i32c(5), false, ""))?;
                 let first = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
-                self.when(first, |l| l.smem_store(e, 0, warp, acc))?;
+                let partials = accs.clone();
+                self.when(first, |l| {
+                    for (k, acc) in partials.iter().enumerate() {
+                        let at = llvm(l.b.build_int_add(warp, l.i32c((k as u32 * warps) as u64), ""))?;
+                        l.smem_store(e, 0, at, *acc)?;
+                    }
+                    Ok(())
+                })?;
                 self.barrier()?;
-                acc = self.smem_load(e, 0, self.i32c(0))?;
-                for w in 1..warps {
-                    let v = self.smem_load(e, 0, self.i32c(w as u64))?;
-                    acc = self.binary(bop, d, acc, v)?;
+                for (k, acc) in accs.iter_mut().enumerate() {
+                    *acc = self.smem_load(e, 0, self.i32c((k as u32 * warps) as u64))?;
+                    for w in 1..warps {
+                        let v = self.smem_load(e, 0, self.i32c((k as u32 * warps + w) as u64))?;
+                        *acc = self.binary(bop, d, *acc, v)?;
+                    }
                 }
             }
-            self.set(op.results[0], Repr::S(acc));
+            let result = if rt.is_scalar() {
+                Repr::S(accs[0])
+            } else {
+                let rlay = self.layout(&rt);
+                let mut out = Vec::with_capacity(rlay.per_thread());
+                for j in 0..rlay.per_thread() {
+                    let f = self.flat(&rlay, j)?;
+                    let mut x = accs[0];
+                    for (k, acc) in accs.iter().enumerate().skip(1) {
+                        let hit = llvm(self.b.build_int_compare(IntPredicate::EQ, f, self.i32c(k as u64), ""))?;
+                        x = llvm(self.b.build_select(hit, *acc, x, ""))?;
+                    }
+                    out.push(x);
+                }
+                Repr::T(out)
+            };
+            self.set(op.results[0], result);
             return Ok(());
         }
         self.reduce_generic(op, axis, &mut |l, a, b| l.binary(bop, d, a, b))

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+mod bench;
 use tile_lang::check::{self, Bindings};
 use tile_lang::codespan_reporting::term::termcolor::WriteColor;
 use tile_lang::diag::{self, Diagnostic};
@@ -14,6 +16,8 @@ use tile_lang::interp;
 use tile_lang::ir::{ConstValue, DType, Kernel};
 use tile_lang::spec::{self, Case, RunSpec};
 use tile_lang::syntax;
+
+mod explain;
 
 #[derive(Parser, Debug)]
 #[command(name = "tilec", version, about = "The tile kernel compiler")]
@@ -76,12 +80,51 @@ enum Command {
         #[arg(long, default_value = "90a")]
         sm: String,
     },
+    /// Time each run spec's `bench(..)` cases on the GPU (CUDA events, L2 flushed between runs).
+    Bench {
+        #[arg(required_unless_present = "all")]
+        files: Vec<PathBuf>,
+        /// Every `.tile` in dsl-examples/ (in the current directory or an ancestor).
+        #[arg(long)]
+        all: bool,
+        /// Timed runs per case (after warm-up).
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        /// Write the results as JSON here (the format bench/report.py reads).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// GPU target to compile for: 80, 89, 90 or 90a.
+        #[arg(long, default_value = "90a")]
+        sm: String,
+    },
+    /// Choose a kernel's configuration (tuned values, warps, stages) by the static model and
+    /// show the estimates, the rewrites applied, and why every other candidate lost.
+    Explain {
+        file: PathBuf,
+        /// Pin a compile-time parameter (repeatable): -D BLOCK=1024, -D T=bf16.
+        #[arg(short = 'D', value_name = "NAME=VALUE")]
+        defines: Vec<String>,
+        /// Only this kernel (default: every kernel in the file).
+        #[arg(long)]
+        kernel: Option<String>,
+        /// GPU target: 90 or 90a (the targets the model has figures for).
+        #[arg(long, default_value = "90a")]
+        sm: String,
+        /// Pin warps per block.
+        #[arg(long)]
+        num_warps: Option<u32>,
+        /// Pin pipeline stages.
+        #[arg(long)]
+        num_stages: Option<u32>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Stage {
     Ast,
     Ir,
+    /// The IR after the e-graph optimizer (exact rules only).
+    Opt,
     LlvmIr,
     Ptx,
     /// Registers, shared memory and spills as ptxas reports them (needs ptxas).
@@ -127,6 +170,22 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             out,
             err,
         ),
+        Command::Explain {
+            file,
+            defines,
+            kernel,
+            sm,
+            num_warps,
+            num_stages,
+        } => explain::cmd_explain(
+            &file,
+            &defines,
+            kernel.as_deref(),
+            &sm,
+            (num_warps, num_stages),
+            out,
+            err,
+        ),
         Command::Verify {
             mut files,
             all,
@@ -135,6 +194,24 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
             cmd_verify(&files, interpret, &sm, out, err)
+        }),
+        Command::Bench {
+            mut files,
+            all,
+            runs,
+            json,
+            sm,
+        } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
+            files.extend(more);
+            let backend = gpu_backend(&sm, out)?;
+            let opts = bench::BenchOptions {
+                json,
+                timing: tile_runtime::TimingOptions {
+                    runs,
+                    ..Default::default()
+                },
+            };
+            bench::run(&files, &backend, &opts, out)
         }),
     };
     match r {
@@ -299,6 +376,16 @@ fn cmd_compile(
                 if emit.contains(&Stage::Ir) {
                     write!(out, "{k}")?;
                 }
+                if emit.contains(&Stage::Opt) {
+                    let opts = tile_opt::egraph::OptOptions::default();
+                    let (o, report) = tile_opt::egraph::optimize(&k, &opts)?;
+                    write!(out, "{o}")?;
+                    writeln!(
+                        err,
+                        "{}: optimized in {:.2?}: {} -> {} ops, rules {:?}",
+                        k.name, report.time, report.ops_before, report.ops_after, report.applied
+                    )?;
+                }
                 let wants_gpu = output.is_some()
                     || emit
                         .iter()
@@ -426,6 +513,25 @@ impl CaseResult {
 /// Runs every case of every run spec in `text` on the interpreter.
 pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
     verify(text, None)
+}
+
+/// Opens GPU 0 for `sm` and says which GPU it is.
+fn gpu_backend(sm: &str, out: &mut dyn Write) -> anyhow::Result<GpuBackend> {
+    let gpu = tile_runtime::Gpu::new(0)
+        .map_err(|e| anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead"))?;
+    let target = tile_codegen::target(sm)?;
+    writeln!(
+        out,
+        "GPU: {} (compute capability {:?}), target {}",
+        gpu.name(),
+        gpu.compute_capability()?,
+        target.sm
+    )?;
+    Ok(GpuBackend {
+        gpu,
+        target,
+        ptxas: tile_codegen::ptxas::find(),
+    })
 }
 
 /// Where the GPU runs: the device and how to compile for it.
@@ -640,25 +746,7 @@ fn cmd_verify(
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
 ) -> anyhow::Result<i32> {
-    let backend = if interpret {
-        None
-    } else {
-        let gpu = tile_runtime::Gpu::new(0)
-            .map_err(|e| anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead"))?;
-        let target = tile_codegen::target(sm)?;
-        writeln!(
-            out,
-            "GPU: {} (compute capability {:?}), target {}",
-            gpu.name(),
-            gpu.compute_capability()?,
-            target.sm
-        )?;
-        Some(GpuBackend {
-            gpu,
-            target,
-            ptxas: tile_codegen::ptxas::find(),
-        })
-    };
+    let backend = if interpret { None } else { Some(gpu_backend(sm, out)?) };
     let (mut passed, mut failed) = (0, 0);
     for f in files {
         let src = read(f)?;

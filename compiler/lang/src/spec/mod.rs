@@ -26,7 +26,11 @@ use crate::syntax::ast::{self, Arg, BinOp, Expr, ExprKind, Stmt, UnOp};
 pub struct RunSpec {
     pub kernel: String,
     pub sizes: Vec<(String, Vec<i64>)>,
-    pub consts: Vec<(String, Vec<ConstValue>)>,
+    pub consts: Vec<(String, Vec<ConstSpec>)>,
+    /// Sizes for `tilec bench` (zipped like `sizes`); empty: the kernel is not benchmarked.
+    pub bench: Vec<(String, Vec<i64>)>,
+    /// Floating-point operations of one launch, for TFLOP/s (`flops(2 * M * N * K)`).
+    pub flops: Option<Expr>,
     pub grid: Vec<Expr>,
     pub args: Vec<(String, ArgSpec, Span)>,
     pub reference: Option<(String, Span)>,
@@ -94,6 +98,8 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
         kernel: r.kernel.name.clone(),
         sizes: vec![],
         consts: vec![],
+        bench: vec![],
+        flops: None,
         grid: vec![],
         args: vec![],
         reference: None,
@@ -101,8 +107,7 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
         span: r.span,
     };
     let bad = |span: Span, m: &str| Diagnostic::error(span, m.to_string());
-    let sections =
-        "a run spec holds `sizes(..)`, `consts(..)`, `grid(..)`, `args(..)`, `reference(..)` and `tolerance(..)`";
+    let sections = "a run spec holds `sizes(..)`, `consts(..)`, `grid(..)`, `args(..)`, `reference(..)`, `tolerance(..)`, `bench(..)` and `flops(..)`";
     let mut stmts: Vec<&Expr> = Vec::new();
     for s in &r.body.stmts {
         match s {
@@ -129,7 +134,7 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                 .note(sections));
         };
         match func.name.as_str() {
-            "sizes" => {
+            "sizes" | "bench" => {
                 for a in args {
                     let name = named(a, "sizes")?;
                     let values = match &a.value.kind {
@@ -139,19 +144,27 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                     if values.is_empty() || values.iter().any(|v| *v < 0) {
                         return Err(bad(a.value.span, "sizes must be non-negative integers").label("here"));
                     }
-                    spec.sizes.push((name, values));
+                    if func.name == "bench" {
+                        spec.bench.push((name, values));
+                    } else {
+                        spec.sizes.push((name, values));
+                    }
                 }
             }
             "consts" => {
                 for a in args {
                     let name = named(a, "consts")?;
                     let values = match &a.value.kind {
-                        ExprKind::List(xs) => xs.iter().map(const_value).collect::<Result<Vec<_>, _>>()?,
-                        _ => vec![const_value(&a.value)?],
+                        ExprKind::List(xs) => xs.iter().map(const_spec).collect::<Result<Vec<_>, _>>()?,
+                        _ => vec![const_spec(&a.value)?],
                     };
                     spec.consts.push((name, values));
                 }
             }
+            "flops" => match args.as_slice() {
+                [Arg { name: None, value }] => spec.flops = Some(value.clone()),
+                _ => return Err(bad(e.span, "`flops` takes one expression").label("e.g. `flops(2 * M * N * K)`")),
+            },
             "grid" => {
                 if args.is_empty() || args.len() > 3 || args.iter().any(|a| a.name.is_some()) {
                     return Err(bad(e.span, "`grid` takes one to three extents").label("e.g. `grid(cdiv(n, BLOCK))`"));
@@ -223,6 +236,32 @@ fn const_int(e: &Expr) -> Result<i64, Diagnostic> {
 
 fn const_float(e: &Expr) -> Result<f64, Diagnostic> {
     Ok(eval(e, &|_| None)?.as_f64())
+}
+
+/// A compile-time value in a run spec: a constant, or an expression of the sizes evaluated per
+/// case (`consts(BLOCK: next_pow2(cols))`).
+#[derive(Clone, Debug)]
+pub enum ConstSpec {
+    Value(ConstValue),
+    Expr(Expr),
+}
+
+fn const_spec(e: &Expr) -> Result<ConstSpec, Diagnostic> {
+    match const_value(e) {
+        Ok(v) => Ok(ConstSpec::Value(v)),
+        Err(_) if mentions_name(e) => Ok(ConstSpec::Expr(e.clone())),
+        Err(d) => Err(d),
+    }
+}
+
+fn mentions_name(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(_) => true,
+        ExprKind::Paren(x) | ExprKind::Unary(_, x) => mentions_name(x),
+        ExprKind::Binary(_, a, b) => mentions_name(a) || mentions_name(b),
+        ExprKind::Call { args, .. } => args.iter().any(|a| mentions_name(&a.value)),
+        _ => false,
+    }
 }
 
 fn const_value(e: &Expr) -> Result<ConstValue, Diagnostic> {
@@ -361,6 +400,12 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
                 }
             }
         }
+        ExprKind::Call { func, args } if func.name == "next_pow2" && args.len() == 1 => {
+            match eval(&args[0].value, env)? {
+                Num::I(x) if x >= 0 && x <= 1 << 40 => Num::I((x.max(1) as u64).next_power_of_two() as i64),
+                _ => return Err(err("`next_pow2` takes an integer from 0 to 2^40").label("here")),
+            }
+        }
         ExprKind::Call { func, args } if matches!(func.name.as_str(), "cdiv" | "min" | "max") && args.len() == 2 => {
             let (x, y) = (eval(&args[0].value, env)?, eval(&args[1].value, env)?);
             let (Num::I(x), Num::I(y)) = (x, y) else {
@@ -375,7 +420,7 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
         }
         _ => {
             return Err(err("unsupported expression in a run spec")
-                .label("use numbers, sizes, constants, + - * / %, cdiv, min, max"));
+                .label("use numbers, sizes, constants, + - * / %, cdiv, min, max, next_pow2"));
         }
     })
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 
-use super::{ArgSpec, Init, Num, RunSpec, eval};
+use super::{ArgSpec, ConstSpec, Init, Num, RunSpec, eval};
 use crate::diag::Diagnostic;
 use crate::interp::{Arg, Buffer, Scalar, scalar};
 use crate::ir::{ConstValue, DType, Elem, Kernel};
@@ -29,9 +29,25 @@ impl Case {
 }
 
 /// The cases of a spec: sizes zipped (a one-value list repeats), constants crossed.
+/// A spec with only `bench(..)` sizes has none: it is for `tilec bench`.
 pub fn cases(spec: &RunSpec) -> Result<Vec<Case>, Diagnostic> {
-    let n = spec.sizes.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
-    if let Some((name, v)) = spec.sizes.iter().find(|(_, v)| v.len() != 1 && v.len() != n) {
+    if spec.sizes.is_empty() && !spec.bench.is_empty() {
+        return Ok(vec![]);
+    }
+    cases_of(spec, &spec.sizes)
+}
+
+/// The benchmark cases of a spec (its `bench(..)` sizes); empty when it has none.
+pub fn bench_cases(spec: &RunSpec) -> Result<Vec<Case>, Diagnostic> {
+    if spec.bench.is_empty() {
+        return Ok(vec![]);
+    }
+    cases_of(spec, &spec.bench)
+}
+
+fn cases_of(spec: &RunSpec, sizes: &[(String, Vec<i64>)]) -> Result<Vec<Case>, Diagnostic> {
+    let n = sizes.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
+    if let Some((name, v)) = sizes.iter().find(|(_, v)| v.len() != 1 && v.len() != n) {
         return Err(Diagnostic::error(
             spec.span,
             format!("size `{name}` has {} values but others have {n}", v.len()),
@@ -39,30 +55,40 @@ pub fn cases(spec: &RunSpec) -> Result<Vec<Case>, Diagnostic> {
         .label("in this run spec")
         .note("size lists are zipped: give each the same number of values, or one"));
     }
-    let mut const_sets: Vec<Vec<(String, ConstValue)>> = vec![vec![]];
-    for (name, values) in &spec.consts {
-        const_sets = const_sets
-            .into_iter()
-            .flat_map(|set| {
-                values.iter().map(move |v| {
-                    let mut s = set.clone();
-                    s.push((name.clone(), *v));
-                    s
-                })
-            })
-            .collect();
-    }
     let mut out = Vec::new();
-    for consts in &const_sets {
-        for i in 0..n {
-            let sizes = spec
-                .sizes
-                .iter()
-                .map(|(name, v)| (name.clone(), if v.len() == 1 { v[0] } else { v[i] }))
+    for i in 0..n {
+        let sizes: Vec<(String, i64)> = sizes
+            .iter()
+            .map(|(name, v)| (name.clone(), if v.len() == 1 { v[0] } else { v[i] }))
+            .collect();
+        let env = |name: &str| sizes.iter().find(|(n, _)| n == name).map(|(_, v)| Num::I(*v));
+        let mut const_sets: Vec<Vec<(String, ConstValue)>> = vec![vec![]];
+        for (name, specs) in &spec.consts {
+            let mut values = Vec::new();
+            for c in specs {
+                values.push(match c {
+                    ConstSpec::Value(v) => *v,
+                    ConstSpec::Expr(e) => match eval(e, &env)? {
+                        Num::I(v) => ConstValue::Int(v),
+                        Num::F(v) => ConstValue::Float(v),
+                    },
+                });
+            }
+            const_sets = const_sets
+                .into_iter()
+                .flat_map(|set| {
+                    values.iter().map(move |v| {
+                        let mut s = set.clone();
+                        s.push((name.clone(), *v));
+                        s
+                    })
+                })
                 .collect();
+        }
+        for consts in const_sets {
             out.push(Case {
-                sizes,
-                consts: consts.clone(),
+                sizes: sizes.clone(),
+                consts,
             });
         }
     }
@@ -157,8 +183,41 @@ pub fn poison(d: DType) -> Scalar {
     }
 }
 
-/// Builds the launch of `kernel` (already specialised for `case.consts`) for one case.
-pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Result<Prepared, Diagnostic> {
+/// A case's launch without its data: the grid, and each argument's value or buffer shape.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub grid: [u32; 3],
+    pub args: Vec<PlanArg>,
+}
+
+#[derive(Clone, Debug)]
+pub enum PlanArg {
+    Buffer {
+        name: String,
+        dtype: DType,
+        shape: Vec<usize>,
+        init: Init,
+        output: bool,
+    },
+    Scalar {
+        name: String,
+        dtype: DType,
+        value: Scalar,
+    },
+}
+
+impl PlanArg {
+    /// Elements of a buffer (0 for a scalar).
+    pub fn len(&self) -> usize {
+        match self {
+            PlanArg::Buffer { shape, .. } => shape.iter().product(),
+            PlanArg::Scalar { .. } => 0,
+        }
+    }
+}
+
+/// Evaluates a spec expression in a case: its sizes, its compile-time values, then the kernel's.
+pub fn eval_in_case(e: &crate::syntax::ast::Expr, case: &Case, kernel: &Kernel) -> Result<Num, Diagnostic> {
     let env = |name: &str| -> Option<Num> {
         if let Some((_, v)) = case.sizes.iter().find(|(n, _)| n == name) {
             return Some(Num::I(*v));
@@ -176,9 +235,14 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
             _ => None,
         }
     };
+    eval(e, &env)
+}
+
+/// The launch of `kernel` (already specialised for `case.consts`) for one case, without data.
+pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagnostic> {
     let mut grid = [1u32; 3];
     for (i, g) in spec.grid.iter().enumerate() {
-        match eval(g, &env)? {
+        match eval_in_case(g, case, kernel)? {
             Num::I(v) if v >= 1 && v <= u32::MAX as i64 => grid[i] = v as u32,
             v => {
                 return Err(
@@ -198,16 +262,7 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
             );
         }
     }
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut p = Prepared {
-        grid,
-        args: vec![],
-        buffers: vec![],
-        outputs: vec![],
-        reference_input: RefCase::default(),
-    };
-    p.reference_input.sizes = case.sizes.iter().cloned().collect();
-    p.reference_input.consts = kernel.consts.iter().cloned().collect();
+    let mut args = Vec::new();
     for param in &kernel.params {
         let Some((_, spec_arg, span)) = spec.args.iter().find(|(n, ..)| n == &param.name) else {
             return Err(
@@ -216,11 +271,11 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
                     .help(format!("add `{}: ...` to `args(..)`", param.name)),
             );
         };
-        match (param.elem, spec_arg) {
+        args.push(match (param.elem, spec_arg) {
             (Elem::Ptr { pointee, .. }, ArgSpec::Buffer { shape, init, output }) => {
                 let mut dims = Vec::new();
                 for s in shape {
-                    match eval(s, &env)? {
+                    match eval_in_case(s, case, kernel)? {
                         Num::I(v) if v >= 0 => dims.push(v as usize),
                         v => {
                             return Err(Diagnostic::error(
@@ -231,32 +286,24 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
                         }
                     }
                 }
-                let n = dims
+                if dims
                     .iter()
                     .try_fold(1usize, |a, &d| a.checked_mul(d))
-                    .filter(|n| *n <= 1 << 28)
-                    .ok_or_else(|| {
-                        Diagnostic::error(*span, "buffer too large for verification").label("more than 2^28 elements")
-                    })?;
-                let data: Vec<Scalar> = (0..n).map(|i| generate(init, pointee, i, &mut rng)).collect();
-                let buf = Buffer::new(param.name.clone(), pointee, data);
-                p.reference_input.args.insert(
-                    param.name.clone(),
-                    RefArg::Buffer {
-                        data: buf.to_f64(),
-                        shape: dims,
-                        dtype: pointee,
-                    },
-                );
-                if *output {
-                    p.outputs.push((param.name.clone(), p.buffers.len()));
+                    .is_none_or(|n| n > 1 << 34)
+                {
+                    return Err(Diagnostic::error(*span, "buffer too large").label("more than 2^34 elements"));
                 }
-                p.args.push(Arg::Buffer(p.buffers.len()));
-                p.buffers.push(buf);
+                PlanArg::Buffer {
+                    name: param.name.clone(),
+                    dtype: pointee,
+                    shape: dims,
+                    init: init.clone(),
+                    output: *output,
+                }
             }
             (Elem::Scalar(d), ArgSpec::Scalar(e)) => {
-                let v = eval(e, &env)?;
-                let s = match (v, d) {
+                let v = eval_in_case(e, case, kernel)?;
+                let value = match (v, d) {
                     (Num::I(i), d) if d.is_int() => Scalar::I(scalar::wrap(d, i)),
                     (Num::I(i), DType::Bool) => Scalar::B(i != 0),
                     (v, d) if d.is_float() => Scalar::F(scalar::round_float(d, v.as_f64())),
@@ -267,10 +314,11 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
                         );
                     }
                 };
-                p.reference_input
-                    .args
-                    .insert(param.name.clone(), RefArg::Scalar(s.as_f64(d)));
-                p.args.push(Arg::Scalar(s));
+                PlanArg::Scalar {
+                    name: param.name.clone(),
+                    dtype: d,
+                    value,
+                }
             }
             (Elem::Ptr { .. }, ArgSpec::Scalar(e)) => {
                 return Err(
@@ -284,6 +332,65 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
                     Diagnostic::error(*span, format!("`{}` is a scalar {d}, not a buffer", param.name))
                         .label("a buffer"),
                 );
+            }
+        });
+    }
+    Ok(Plan { grid, args })
+}
+
+/// Builds the launch of `kernel` (already specialised for `case.consts`) for one case, with its
+/// inputs generated from `seed` and its outputs poisoned.
+pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Result<Prepared, Diagnostic> {
+    let plan = plan(spec, case, kernel)?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut p = Prepared {
+        grid: plan.grid,
+        args: vec![],
+        buffers: vec![],
+        outputs: vec![],
+        reference_input: RefCase::default(),
+    };
+    p.reference_input.sizes = case.sizes.iter().cloned().collect();
+    p.reference_input.consts = kernel.consts.iter().cloned().collect();
+    for a in plan.args {
+        match a {
+            PlanArg::Buffer {
+                name,
+                dtype,
+                shape,
+                init,
+                output,
+            } => {
+                let n: usize = shape.iter().product();
+                if n > 1 << 28 {
+                    let span = spec
+                        .args
+                        .iter()
+                        .find(|(a, ..)| *a == name)
+                        .map_or(spec.span, |(.., s)| *s);
+                    return Err(
+                        Diagnostic::error(span, "buffer too large for verification").label("more than 2^28 elements")
+                    );
+                }
+                let data: Vec<Scalar> = (0..n).map(|i| generate(&init, dtype, i, &mut rng)).collect();
+                let buf = Buffer::new(name.clone(), dtype, data);
+                p.reference_input.args.insert(
+                    name.clone(),
+                    RefArg::Buffer {
+                        data: buf.to_f64(),
+                        shape,
+                        dtype,
+                    },
+                );
+                if output {
+                    p.outputs.push((name, p.buffers.len()));
+                }
+                p.args.push(Arg::Buffer(p.buffers.len()));
+                p.buffers.push(buf);
+            }
+            PlanArg::Scalar { name, dtype, value } => {
+                p.reference_input.args.insert(name, RefArg::Scalar(value.as_f64(dtype)));
+                p.args.push(Arg::Scalar(value));
             }
         }
     }

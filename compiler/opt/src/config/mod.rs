@@ -1,1 +1,513 @@
-//! The static choice of a kernel's configuration.
+//! The static choice of a kernel's configuration: its tunable compile-time values
+//! (`const X: i32 in [..]`), `num_warps` and `num_stages`, under the target's register and
+//! shared-memory limits, without running anything.
+//!
+//! Candidates are the product of every unpinned tunable's list with the warps and stages lists.
+//! Each is checked with its bindings and estimated (registers per thread, shared memory,
+//! occupancy, a roofline time over the grid of the file's largest run-spec case); one over the
+//! register budget or the shared-memory limit is infeasible; the cheapest feasible one wins,
+//! ties going to fewer warps, then fewer stages, then the earlier candidate.
+//!
+//! `dtype` parameters are not tuned: the element type is part of the problem, not of the
+//! schedule. They come from the pins, else the run spec's case, else their first choice.
+
+mod model;
+mod target;
+
+use std::collections::HashMap;
+use std::fmt;
+
+pub use model::{BASE_REGS, Launch, Work, registers, work};
+pub use target::TargetDesc;
+use tile_lang::check::{self, Bindings};
+use tile_lang::interp::{Arg, Scalar};
+use tile_lang::ir::{ConstValue, DType, Kernel};
+use tile_lang::spec;
+use tile_lang::syntax::ast;
+
+/// `num_warps` candidates when a kernel has no `#[warps(..)]`.
+pub const DEFAULT_WARPS: &[u32] = &[1, 2, 4, 8];
+/// `num_stages` candidates when a kernel has no `#[stages(..)]`. The codegen does not pipeline
+/// loops yet, so stages change neither the code nor the estimates; fewer wins ties.
+pub const DEFAULT_STAGES: &[u32] = &[1];
+/// Without a run spec: every integer argument is this, and the grid has this many programs.
+pub const DEFAULT_INT_ARG: i64 = 4096;
+pub const DEFAULT_GRID: u32 = 4096;
+
+/// What the user fixed (`-D NAME=VALUE`, `--num-warps`, `--num-stages`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pins {
+    pub consts: Bindings,
+    pub num_warps: Option<u32>,
+    pub num_stages: Option<u32>,
+}
+
+/// One configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Every compile-time value the kernel was checked with (pinned, fixed and tuned).
+    pub consts: Bindings,
+    pub num_warps: u32,
+    pub num_stages: u32,
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (n, v) in &self.consts {
+            write!(f, "{n}={v} ")?;
+        }
+        write!(f, "warps={} stages={}", self.num_warps, self.num_stages)
+    }
+}
+
+/// The model's figures for one candidate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    pub registers: u32,
+    /// Registers a thread may use at this block size without spilling.
+    pub reg_budget: u32,
+    pub smem_bytes: u32,
+    pub threads: u32,
+    pub blocks_per_sm: u32,
+    /// Resident warps per SM over the SM's maximum.
+    pub occupancy: f64,
+    pub programs: u64,
+    pub work: Work,
+    /// Roofline seconds over the whole grid: the largest of the three below.
+    pub time_s: f64,
+    pub dram_s: f64,
+    pub alu_s: f64,
+    pub smem_s: f64,
+}
+
+impl Estimate {
+    /// Which roofline term bounds the time.
+    pub fn bound(&self) -> &'static str {
+        if self.time_s == self.dram_s {
+            "memory"
+        } else if self.time_s == self.smem_s {
+            "shared memory"
+        } else {
+            "ALU"
+        }
+    }
+}
+
+/// Why a candidate was or was not chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Chosen,
+    /// Over the register budget: ptxas would spill.
+    Spills {
+        registers: u32,
+        budget: u32,
+    },
+    SharedMemory {
+        need: u32,
+        limit: u32,
+    },
+    /// Feasible, but the model says it is slower than the chosen one by this factor.
+    Slower(f64),
+    /// The kernel does not check with these values (its message).
+    Invalid(String),
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Chosen => write!(f, "chosen"),
+            Verdict::Spills { registers, budget } => {
+                write!(f, "spills: ~{registers} registers over the budget of {budget}")
+            }
+            Verdict::SharedMemory { need, limit } => {
+                write!(f, "shared memory: {need} B over the limit of {limit} B")
+            }
+            Verdict::Slower(x) => write!(f, "slower by the model: x{x:.2}"),
+            Verdict::Invalid(m) => write!(f, "does not check: {m}"),
+        }
+    }
+}
+
+/// One candidate, its estimate (absent when it does not check) and its verdict.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub config: Config,
+    pub estimate: Option<Estimate>,
+    pub verdict: Verdict,
+    /// The checked kernel (absent when it does not check).
+    pub kernel: Option<Kernel>,
+}
+
+impl Candidate {
+    pub fn feasible(&self) -> bool {
+        matches!(self.verdict, Verdict::Chosen | Verdict::Slower(_))
+    }
+}
+
+/// The outcome: every candidate in enumeration order, and which one won.
+#[derive(Clone, Debug)]
+pub struct Choice {
+    pub kernel: String,
+    /// The names of the tuned parameters (unpinned `in [..]` lists that are not dtypes).
+    pub tuned: Vec<String>,
+    /// Where the roofline's problem size came from.
+    pub problem: String,
+    pub candidates: Vec<Candidate>,
+    pub chosen: usize,
+}
+
+impl Choice {
+    pub fn best(&self) -> &Candidate {
+        &self.candidates[self.chosen]
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("no kernel named `{0}`")]
+    NoKernel(String),
+    #[error("`{name}`: a choice must be a literal (an integer, float, bool or dtype)")]
+    BadChoice { name: String },
+    #[error("the kernel does not check with its default values: {0}")]
+    Check(String),
+    #[error("the run spec's largest case cannot be prepared: {0}")]
+    Spec(String),
+    #[error("no candidate is feasible on {target} (first: {first})")]
+    NoneFeasible { target: String, first: String },
+    #[error("{0} is not a candidate: pin one of {1}")]
+    BadPin(String, String),
+}
+
+/// The literal value of a choice.
+fn literal(e: &ast::Expr) -> Option<ConstValue> {
+    use ast::ExprKind as K;
+    match &e.kind {
+        K::Int(i) => Some(ConstValue::Int(i64::try_from(*i).ok()?)),
+        K::Float(f) => Some(ConstValue::Float(*f)),
+        K::Bool(b) => Some(ConstValue::Bool(*b)),
+        K::Name(n) => DType::from_name(n).map(ConstValue::DType),
+        K::Paren(e) => literal(e),
+        K::Unary(ast::UnOp::Neg, e) => match literal(e)? {
+            ConstValue::Int(i) => Some(ConstValue::Int(-i)),
+            ConstValue::Float(f) => Some(ConstValue::Float(-f)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn is_dtype(c: &ast::ConstParam) -> bool {
+    matches!(&c.ty, ast::TypeExpr::Named(n) if n.name == "dtype")
+}
+
+fn first_message(d: &[tile_lang::diag::Diagnostic]) -> String {
+    d.first().map(|d| d.message.clone()).unwrap_or_default()
+}
+
+/// The problem the roofline is evaluated on: the largest case (by the product of its sizes) of
+/// the kernel's first run spec, or `DEFAULT_INT_ARG` / `DEFAULT_GRID` without one.
+struct Problem {
+    spec: Option<(spec::RunSpec, spec::Case)>,
+    label: String,
+}
+
+fn problem(file: &ast::File, kernel: &str) -> Result<Problem, ConfigError> {
+    let (specs, _) = spec::parse_specs(file);
+    let Some(s) = specs.into_iter().find(|s| s.kernel == kernel) else {
+        return Ok(Problem {
+            spec: None,
+            label: format!("no run spec: integer arguments {DEFAULT_INT_ARG}, {DEFAULT_GRID} programs"),
+        });
+    };
+    let cases = spec::cases(&s).map_err(|d| ConfigError::Spec(d.message))?;
+    let size = |c: &spec::Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
+    let case = cases
+        .into_iter()
+        .fold(None::<spec::Case>, |best, c| match best {
+            Some(b) if size(&b) >= size(&c) => Some(b),
+            _ => Some(c),
+        })
+        .ok_or_else(|| ConfigError::Spec("no cases".into()))?;
+    let label = format!(
+        "run spec, largest case: {}",
+        case.sizes
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Ok(Problem {
+        spec: Some((s, case)),
+        label,
+    })
+}
+
+impl Problem {
+    /// The launch of `k` (checked with a candidate's values) on this problem.
+    fn launch(&self, k: &Kernel) -> Result<Launch, ConfigError> {
+        let Some((s, case)) = &self.spec else {
+            let scalars = k
+                .params
+                .iter()
+                .filter(|p| p.elem.dtype().is_some_and(|d| d.is_int()))
+                .map(|p| (p.value, DEFAULT_INT_ARG))
+                .collect();
+            return Ok(Launch {
+                scalars,
+                grid: [DEFAULT_GRID, 1, 1],
+            });
+        };
+        let mut case = case.clone();
+        case.consts = k.consts.clone();
+        let p = spec::prepare(s, &case, k, 0).map_err(|d| ConfigError::Spec(d.message))?;
+        let scalars: HashMap<_, _> = k
+            .params
+            .iter()
+            .zip(&p.args)
+            .filter_map(|(param, a)| match a {
+                Arg::Scalar(Scalar::I(i)) => Some((param.value, *i)),
+                _ => None,
+            })
+            .collect();
+        Ok(Launch { scalars, grid: p.grid })
+    }
+}
+
+/// Estimates one checked candidate.
+pub fn estimate(k: &Kernel, num_warps: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
+    let threads = num_warps * t.target.warp_size;
+    let regs = registers(k, threads);
+    let smem = tile_codegen::estimate::smem_bytes(k, threads);
+    let alloc = regs.next_multiple_of(t.reg_granule) * threads;
+    let by_regs = t.regs_per_sm / alloc.max(1);
+    let by_smem = if smem == 0 {
+        u32::MAX
+    } else {
+        t.smem_per_sm / (smem + t.smem_reserved_per_block)
+    };
+    let by_threads = t.max_threads_per_sm / threads;
+    let blocks = by_regs.min(by_smem).min(by_threads).min(t.max_blocks_per_sm);
+    let programs = launch.grid.iter().map(|g| *g as u64).product::<u64>();
+    let w = work(k, threads, launch);
+    // Programs spread over the SMs; each SM runs its share in waves of `resident` blocks, at a
+    // rate scaled down when too few warps are resident to hide latency.
+    let per_sm = programs.div_ceil(t.sms as u64).max(1) as f64;
+    let resident = (blocks.max(1) as f64).min(per_sm);
+    let warps = resident * num_warps as f64;
+    let waves = (per_sm / resident).ceil();
+    let sms = t.sms as f64;
+    let term = |per_program: f64, rate: f64, saturating: u32| {
+        let efficiency = (warps / saturating as f64).min(1.0);
+        waves * resident * per_program / (rate / sms * efficiency)
+    };
+    let dram_s = term(w.dram_bytes, t.dram_bytes_per_s, t.mem_saturating_warps);
+    let alu_s = term(w.insts, t.insts_per_s, t.alu_saturating_warps);
+    let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, t.alu_saturating_warps);
+    Estimate {
+        registers: regs,
+        reg_budget: t.reg_budget(threads),
+        smem_bytes: smem,
+        threads,
+        blocks_per_sm: blocks,
+        occupancy: (blocks * threads) as f64 / t.max_threads_per_sm as f64,
+        programs,
+        work: w,
+        time_s: dram_s.max(alu_s).max(smem_s),
+        dram_s,
+        alu_s,
+        smem_s,
+    }
+}
+
+/// Every candidate configuration of `kernel` with the pins applied, in enumeration order (the
+/// last tuned parameter varies fastest, then stages, warps outermost).
+pub fn candidates(
+    src: &str,
+    file: &ast::File,
+    kernel: &str,
+    pins: &Pins,
+) -> Result<(Vec<Config>, Vec<String>), ConfigError> {
+    let def = check::find_kernel(file, kernel).ok_or_else(|| ConfigError::NoKernel(kernel.into()))?;
+    let prob = problem(file, kernel)?;
+    let case_value = |name: &str| {
+        prob.spec
+            .as_ref()
+            .and_then(|(_, c)| c.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v))
+    };
+    let mut fixed: Bindings = Vec::new();
+    let mut tuned: Vec<(String, Vec<ConstValue>)> = Vec::new();
+    for c in &def.consts {
+        let name = &c.name.name;
+        if let Some((_, v)) = pins.consts.iter().find(|(n, _)| n == name) {
+            fixed.push((name.clone(), *v));
+            continue;
+        }
+        match &c.value {
+            ast::ConstValueSpec::Choices(list) if !is_dtype(c) => {
+                let vals = list
+                    .iter()
+                    .map(literal)
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| ConfigError::BadChoice { name: name.clone() })?;
+                tuned.push((name.clone(), vals));
+            }
+            ast::ConstValueSpec::Choices(_) | ast::ConstValueSpec::Required => {
+                if let Some(v) = case_value(name) {
+                    fixed.push((name.clone(), v));
+                }
+            }
+            ast::ConstValueSpec::Default(_) => {}
+        }
+    }
+    // Pins for names the kernel lacks go through, so that the checker reports them.
+    for (n, v) in &pins.consts {
+        if !def.consts.iter().any(|c| &c.name.name == n) {
+            fixed.push((n.clone(), *v));
+        }
+    }
+    let base = check::check_kernel(src, file, kernel, &fixed).map_err(|d| ConfigError::Check(first_message(&d)))?;
+    let warps = match pins.num_warps {
+        Some(w) => vec![w],
+        None if base.warps.is_empty() => DEFAULT_WARPS.to_vec(),
+        None => base.warps.clone(),
+    };
+    let stages = match pins.num_stages {
+        Some(s) => vec![s],
+        None if base.stages.is_empty() => DEFAULT_STAGES.to_vec(),
+        None => base.stages.clone(),
+    };
+    let mut combos: Vec<Bindings> = vec![Vec::new()];
+    for (name, vals) in &tuned {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                vals.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push((name.clone(), *v));
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    for &w in &warps {
+        for &s in &stages {
+            for combo in &combos {
+                // Declaration order, as the IR lists them.
+                let mut consts: Bindings = Vec::new();
+                for c in &def.consts {
+                    if let Some(b) = fixed.iter().chain(combo).find(|(n, _)| n == &c.name.name) {
+                        consts.push(b.clone());
+                    }
+                }
+                out.push(Config {
+                    consts,
+                    num_warps: w,
+                    num_stages: s,
+                });
+            }
+        }
+    }
+    Ok((out, tuned.into_iter().map(|(n, _)| n).collect()))
+}
+
+/// Chooses the configuration of `kernel` for target `t`.
+pub fn choose(src: &str, file: &ast::File, kernel: &str, pins: &Pins, t: &TargetDesc) -> Result<Choice, ConfigError> {
+    let (configs, tuned) = candidates(src, file, kernel, pins)?;
+    let prob = problem(file, kernel)?;
+    let max_warps = t.target.max_threads_per_block / t.target.warp_size;
+    let mut cands = Vec::new();
+    for config in configs {
+        if !config.num_warps.is_power_of_two() || config.num_warps > max_warps {
+            cands.push(Candidate {
+                verdict: Verdict::Invalid(format!("num_warps must be a power of two up to {max_warps}")),
+                config,
+                estimate: None,
+                kernel: None,
+            });
+            continue;
+        }
+        let k = match check::check_kernel(src, file, kernel, &config.consts) {
+            Ok(k) => k,
+            Err(d) => {
+                cands.push(Candidate {
+                    verdict: Verdict::Invalid(first_message(&d)),
+                    config,
+                    estimate: None,
+                    kernel: None,
+                });
+                continue;
+            }
+        };
+        let launch = prob.launch(&k)?;
+        let e = estimate(&k, config.num_warps, &launch, t);
+        let verdict = if e.registers > e.reg_budget {
+            Verdict::Spills {
+                registers: e.registers,
+                budget: e.reg_budget,
+            }
+        } else if e.smem_bytes > t.target.max_smem_per_block {
+            Verdict::SharedMemory {
+                need: e.smem_bytes,
+                limit: t.target.max_smem_per_block,
+            }
+        } else {
+            Verdict::Slower(1.0)
+        };
+        cands.push(Candidate {
+            config,
+            estimate: Some(e),
+            verdict,
+            kernel: Some(k),
+        });
+    }
+    // Cheapest feasible; a relative tolerance makes equal estimates ties, which go to fewer
+    // warps, then fewer stages, then enumeration order.
+    let mut best: Option<usize> = None;
+    for (i, c) in cands.iter().enumerate() {
+        if !c.feasible() {
+            continue;
+        }
+        let better = match best {
+            None => true,
+            Some(b) => {
+                let (x, y) = (c.estimate.as_ref().unwrap(), cands[b].estimate.as_ref().unwrap());
+                let key = |c: &Candidate| (c.config.num_warps, c.config.num_stages);
+                if x.time_s < y.time_s * (1.0 - 1e-9) {
+                    true
+                } else if x.time_s <= y.time_s * (1.0 + 1e-9) {
+                    key(c) < key(&cands[b])
+                } else {
+                    false
+                }
+            }
+        };
+        if better {
+            best = Some(i);
+        }
+    }
+    let Some(chosen) = best else {
+        return Err(ConfigError::NoneFeasible {
+            target: t.target.sm.into(),
+            first: cands
+                .first()
+                .map(|c| c.verdict.to_string())
+                .unwrap_or_else(|| "no candidates".into()),
+        });
+    };
+    let best_time = cands[chosen].estimate.as_ref().unwrap().time_s;
+    for (i, c) in cands.iter_mut().enumerate() {
+        if i == chosen {
+            c.verdict = Verdict::Chosen;
+        } else if let (Verdict::Slower(_), Some(e)) = (&c.verdict, &c.estimate) {
+            c.verdict = Verdict::Slower(if best_time > 0.0 { e.time_s / best_time } else { 1.0 });
+        }
+    }
+    Ok(Choice {
+        kernel: kernel.into(),
+        tuned,
+        problem: prob.label,
+        candidates: cands,
+        chosen,
+    })
+}

@@ -1,0 +1,95 @@
+//! What the lowering will need, computed from the IR alone (no LLVM): the dynamic shared memory
+//! a kernel asks for and how many elements of each tile a thread holds. The optimizer calls
+//! these for every candidate configuration, where running the real lowering would be too slow.
+//!
+//! These functions mirror `lower.rs` rule for rule (`via_smem`, `stage`, `dot`, the full
+//! reduction's per-warp partials, and `need_smem`'s rounding to 16 bytes); the test
+//! `estimate_matches_lowering` in `tests/suite/optimizer.rs` compares them with `compile` on
+//! every example and candidate, so a change to the lowering that forgets this file fails there.
+
+use tile_lang::ir::{DType, Elem, Kernel, OpKind, Type};
+
+use crate::layout::Layout;
+
+/// Elements per layout chunk, as the lowering chooses it: 16 bytes of the narrowest element the
+/// kernel loads or stores (8 for 16-bit types, 4 for f32).
+pub fn max_vec(k: &Kernel) -> usize {
+    let mut narrowest = 4;
+    k.walk(&mut |op| {
+        if matches!(op.kind, OpKind::Load { .. } | OpKind::Store { .. })
+            && let Elem::Ptr { pointee, .. } = k.ty(op.operands[0]).elem
+            && pointee != DType::Bool
+        {
+            narrowest = narrowest.min(pointee.bytes());
+        }
+    });
+    (16 / narrowest).min(8)
+}
+
+/// Elements of a tile of `shape` that each of `threads` threads holds in registers (scalars: 1).
+pub fn elems_per_thread(shape: &[usize], threads: u32, max_vec: usize) -> usize {
+    if shape.is_empty() {
+        return 1;
+    }
+    Layout::new(shape, threads, max_vec).per_thread()
+}
+
+/// Bytes an element takes in shared memory (bools as bytes, pointers as 64-bit integers).
+fn smem_size(e: Elem) -> u32 {
+    match e {
+        Elem::Ptr { .. } => 8,
+        Elem::Scalar(d) => d.bytes() as u32,
+    }
+}
+
+fn tile_bytes(t: &Type) -> u32 {
+    t.numel() as u32 * smem_size(t.elem)
+}
+
+/// The dynamic shared memory `compile` reports for `k` in blocks of `threads` threads.
+pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
+    let mv = max_vec(k);
+    let mut need = 0u32;
+    let mut want = |bytes: u32| need = need.max(bytes.next_multiple_of(16));
+    k.walk(&mut |op| {
+        let src = || k.ty(op.operands[0]);
+        let res = || k.ty(op.results[0]);
+        match &op.kind {
+            OpKind::Broadcast if !src().is_scalar() => want(tile_bytes(src())),
+            OpKind::ExpandDims(_) | OpKind::Reshape => {
+                let (a, b) = (
+                    Layout::new(&src().shape, threads, mv),
+                    Layout::new(&res().shape, threads, mv),
+                );
+                let same = (a.numel, a.vec, a.chunks) == (b.numel, b.vec, b.chunks);
+                if !(same || res().is_scalar() && src().numel() == 1) {
+                    want(tile_bytes(src()));
+                }
+            }
+            OpKind::Permute(_) | OpKind::Split => want(tile_bytes(src())),
+            OpKind::Join => want(tile_bytes(src()) + tile_bytes(k.ty(op.operands[1]))),
+            OpKind::Dot(_) => {
+                let (a, b) = (src(), k.ty(op.operands[1]));
+                want((a.numel() + b.numel()) as u32 * smem_size(a.elem));
+            }
+            // As many outputs as `lower::reduce` reduces block-wide (FEW): one slot per warp each.
+            OpKind::Reduce { .. }
+                if res().numel() == 1
+                    || (res().numel() <= 8
+                        && res().numel() * elems_per_thread(&src().shape, threads, max_vec(k)) <= 64) =>
+            {
+                let warps = threads / 32;
+                if warps > 1 {
+                    want(warps * 8 * res().numel() as u32);
+                }
+            }
+            OpKind::Reduce { .. }
+            | OpKind::ReduceWith { .. }
+            | OpKind::ArgReduce { .. }
+            | OpKind::Scan { .. }
+            | OpKind::ScanWith { .. } => want(tile_bytes(src())),
+            _ => {}
+        }
+    });
+    need
+}

@@ -1,0 +1,301 @@
+//! The static estimates for one checked kernel at one block size: registers per thread (a
+//! liveness walk over tile values), shared memory (the codegen's own rule, `estimate.rs`), and
+//! the work of one program (bytes, thread-instructions, shared-memory traffic) for the roofline.
+
+use std::collections::{HashMap, HashSet};
+
+use tile_codegen::estimate;
+use tile_lang::ir::{BinaryOp, ConstValue, DType, Elem, Kernel, Op, OpKind, Region, ValueId};
+
+/// Registers every kernel needs besides its tile values: thread and block ids, the shared-memory
+/// base, addresses and loop counters. Fitted against ptxas on the examples (docs/optimizer.md).
+pub const BASE_REGS: u32 = 16;
+
+/// 32-bit registers one element of `e` takes (pointers and 64-bit values take two).
+fn words(e: Elem) -> usize {
+    match e {
+        Elem::Ptr { .. } => 2,
+        Elem::Scalar(d) if d.bits() == 64 => 2,
+        Elem::Scalar(_) => 1,
+    }
+}
+
+/// Every value an op reads, its nested regions included.
+fn all_uses(op: &Op, out: &mut HashSet<ValueId>) {
+    out.extend(op.operands.iter().copied());
+    for r in &op.regions {
+        for o in &r.ops {
+            all_uses(o, out);
+        }
+    }
+}
+
+struct Regs<'a> {
+    k: &'a Kernel,
+    threads: u32,
+    max_vec: usize,
+    /// Constants are immediates in the PTX: they take no register.
+    consts: HashSet<ValueId>,
+}
+
+impl Regs<'_> {
+    fn cost(&self, v: ValueId) -> usize {
+        if self.consts.contains(&v) {
+            return 0;
+        }
+        let t = self.k.ty(v);
+        estimate::elems_per_thread(&t.shape, self.threads, self.max_vec) * words(t.elem)
+    }
+
+    fn sum(&self, vs: impl Iterator<Item = ValueId>) -> usize {
+        vs.map(|v| self.cost(v)).sum()
+    }
+
+    /// The peak of registers live in `r` (values defined in `defs` or `r`), on top of `outer`
+    /// registers held by enclosing regions across the whole of `r`.
+    fn peak(&self, r: &Region, defs: &[ValueId], outer: usize) -> usize {
+        let uses: Vec<HashSet<ValueId>> = r
+            .ops
+            .iter()
+            .map(|op| {
+                let mut u = HashSet::new();
+                all_uses(op, &mut u);
+                u
+            })
+            .collect();
+        let last = |v: ValueId| uses.iter().rposition(|u| u.contains(&v));
+        let mut live: HashSet<ValueId> = defs.iter().copied().filter(|v| last(*v).is_some()).collect();
+        let mut peak = outer + self.sum(live.iter().copied());
+        for (i, op) in r.ops.iter().enumerate() {
+            let live_in = self.sum(live.iter().copied());
+            for sub in &op.regions {
+                // Inside a loop or branch, everything live across the op stays live, and so do
+                // the values the region reads from here.
+                let held: HashSet<ValueId> = live
+                    .iter()
+                    .copied()
+                    .filter(|v| last(*v).is_some_and(|l| l > i) || sub_reads(sub, *v))
+                    .collect();
+                peak = peak.max(self.peak(sub, &sub.args, outer + self.sum(held.into_iter())));
+            }
+            live.retain(|v| last(*v).is_some_and(|l| l > i));
+            for res in &op.results {
+                if last(*res).is_some() {
+                    live.insert(*res);
+                }
+            }
+            let live_out = self.sum(live.iter().copied());
+            let defined: usize = self.sum(op.results.iter().copied());
+            peak = peak.max(outer + live_in.max(live_out).max(defined));
+        }
+        peak
+    }
+}
+
+fn sub_reads(r: &Region, v: ValueId) -> bool {
+    r.ops.iter().any(|op| {
+        let mut u = HashSet::new();
+        all_uses(op, &mut u);
+        u.contains(&v)
+    })
+}
+
+/// Estimated 32-bit registers per thread for `k` in blocks of `threads` threads.
+pub fn registers(k: &Kernel, threads: u32) -> u32 {
+    let mut consts = HashSet::new();
+    k.walk(&mut |op| {
+        if let OpKind::Const(_) = op.kind {
+            consts.extend(op.results.iter().copied());
+        }
+    });
+    let r = Regs {
+        k,
+        threads,
+        max_vec: estimate::max_vec(k),
+        consts,
+    };
+    let mut defs: Vec<ValueId> = k.params.iter().map(|p| p.value).collect();
+    defs.extend(k.body.args.iter().copied());
+    BASE_REGS + r.peak(&k.body, &defs, 0) as u32
+}
+
+/// The work of one program, summed over its loops' trip counts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Work {
+    /// Bytes loaded and stored in global memory (whole tiles: masked lanes count, which charges
+    /// oversized tiles for the lanes they waste).
+    pub dram_bytes: f64,
+    /// Thread-instructions: elementwise ops per element each thread holds, dot FMAs.
+    pub insts: f64,
+    /// Bytes written to and read from shared memory.
+    pub smem_bytes: f64,
+}
+
+/// Runtime values the cost walk may use: scalar arguments by parameter, the grid.
+pub struct Launch {
+    pub scalars: HashMap<ValueId, i64>,
+    pub grid: [u32; 3],
+}
+
+/// Loop trips when a bound is not known statically (a bound read from memory, say).
+const UNKNOWN_TRIPS: i64 = 1;
+
+struct CostWalk<'a> {
+    k: &'a Kernel,
+    threads: u32,
+    max_vec: usize,
+    known: HashMap<ValueId, i64>,
+    grid: [u32; 3],
+    work: Work,
+}
+
+impl CostWalk<'_> {
+    fn thread_elems(&self, v: ValueId) -> f64 {
+        let t = self.k.ty(v);
+        (estimate::elems_per_thread(&t.shape, self.threads, self.max_vec) * self.threads as usize) as f64
+    }
+
+    fn region(&mut self, r: &Region, m: f64) {
+        for op in &r.ops {
+            self.op(op, m);
+        }
+    }
+
+    fn op(&mut self, op: &Op, m: f64) {
+        let k = self.k;
+        let numel = |v: ValueId| k.ty(v).numel() as f64;
+        let bytes = |v: ValueId| match k.ty(v).elem {
+            Elem::Ptr { .. } => 8.0,
+            Elem::Scalar(d) => d.bytes() as f64,
+        };
+        let pointee = |v: ValueId| match k.ty(v).elem {
+            Elem::Ptr { pointee, .. } => pointee.bytes() as f64,
+            Elem::Scalar(d) => d.bytes() as f64,
+        };
+        let known = |w: &Self, v: ValueId| w.known.get(&v).copied();
+        match &op.kind {
+            OpKind::Const(ConstValue::Int(i)) => {
+                self.known.insert(op.results[0], *i);
+            }
+            OpKind::Const(ConstValue::Bool(b)) => {
+                self.known.insert(op.results[0], *b as i64);
+            }
+            // A representative program: the first.
+            OpKind::ProgramId(_) => {
+                self.known.insert(op.results[0], 0);
+            }
+            OpKind::NumPrograms(a) => {
+                self.known.insert(op.results[0], self.grid[*a as usize] as i64);
+            }
+            OpKind::Binary(b) if k.ty(op.results[0]).is_scalar() => {
+                if let (Some(x), Some(y)) = (known(self, op.operands[0]), known(self, op.operands[1])) {
+                    let v = match b {
+                        BinaryOp::Add => Some(x.wrapping_add(y)),
+                        BinaryOp::Sub => Some(x.wrapping_sub(y)),
+                        BinaryOp::Mul => Some(x.wrapping_mul(y)),
+                        BinaryOp::Div if y != 0 => Some(x.div_euclid(y)),
+                        BinaryOp::Rem if y != 0 => Some(x.rem_euclid(y)),
+                        BinaryOp::Max => Some(x.max(y)),
+                        BinaryOp::Min => Some(x.min(y)),
+                        _ => None,
+                    };
+                    if let Some(v) = v {
+                        self.known.insert(op.results[0], v);
+                    }
+                }
+                self.work.insts += self.threads as f64 * m;
+            }
+            OpKind::Cast(_) | OpKind::MultipleOf(_) | OpKind::MaxContiguous(_)
+                if k.ty(op.results[0]).is_scalar()
+                    && k.ty(op.results[0])
+                        .dtype()
+                        .is_some_and(|d| d.is_int() && d != DType::Bool) =>
+            {
+                if let Some(x) = known(self, op.operands[0]) {
+                    self.known.insert(op.results[0], x);
+                }
+            }
+            _ => {}
+        }
+        match &op.kind {
+            OpKind::Load { .. } => self.work.dram_bytes += numel(op.results[0]) * pointee(op.operands[0]) * m,
+            OpKind::Store { .. } | OpKind::Atomic { .. } | OpKind::AtomicCas { .. } => {
+                let value = op.operands[if matches!(op.kind, OpKind::AtomicCas { .. }) {
+                    2
+                } else {
+                    1
+                }];
+                self.work.dram_bytes += numel(value) * pointee(op.operands[0]) * m;
+            }
+            OpKind::Dot(_) => {
+                let (a, b) = (k.ty(op.operands[0]), k.ty(op.operands[1]));
+                let (mm, kk, nn) = (a.shape[0] as f64, a.shape[1] as f64, b.shape[1] as f64);
+                let sz = bytes(op.operands[0]);
+                self.work.insts += mm * nn * kk * m;
+                // Both operands written once, then every product reads one element of each.
+                self.work.smem_bytes += ((mm * kk + kk * nn) * sz + 2.0 * mm * nn * kk * sz) * m;
+            }
+            OpKind::Broadcast
+            | OpKind::ExpandDims(_)
+            | OpKind::Reshape
+            | OpKind::Permute(_)
+            | OpKind::Join
+            | OpKind::Split
+            | OpKind::Reduce { .. }
+            | OpKind::ReduceWith { .. }
+            | OpKind::ArgReduce { .. }
+            | OpKind::Scan { .. }
+            | OpKind::ScanWith { .. } => {
+                let src = op.operands[0];
+                if !k.ty(src).is_scalar() {
+                    // Staged through shared memory: written once, read once (an upper bound
+                    // for the moves the lowering keeps in registers).
+                    self.work.smem_bytes += 2.0 * numel(src) * bytes(src) * m;
+                    self.work.insts += self.thread_elems(src) * m;
+                }
+            }
+            OpKind::Unary(_)
+            | OpKind::Cmp(_)
+            | OpKind::Fma
+            | OpKind::Select
+            | OpKind::Cast(_)
+            | OpKind::Bitcast
+            | OpKind::PtrAdd
+            | OpKind::Arange { .. } => self.work.insts += self.thread_elems(op.results[0]) * m,
+            OpKind::Binary(_) if !k.ty(op.results[0]).is_scalar() => {
+                self.work.insts += self.thread_elems(op.results[0]) * m
+            }
+            _ => {}
+        }
+        match &op.kind {
+            OpKind::For { .. } => {
+                let b: Vec<Option<i64>> = op.operands[..3].iter().map(|v| known(self, *v)).collect();
+                let trips = match (b[0], b[1], b[2]) {
+                    (Some(lo), Some(hi), Some(step)) if step > 0 => ((hi - lo).max(0) + step - 1) / step,
+                    _ => UNKNOWN_TRIPS,
+                };
+                self.region(&op.regions[0], m * trips as f64);
+            }
+            // Both arms are charged: the model does not know which one runs.
+            _ => {
+                for r in &op.regions {
+                    self.region(r, m);
+                }
+            }
+        }
+    }
+}
+
+/// The work of one program of `k` in blocks of `threads` threads.
+pub fn work(k: &Kernel, threads: u32, launch: &Launch) -> Work {
+    let mut w = CostWalk {
+        k,
+        threads,
+        max_vec: estimate::max_vec(k),
+        known: launch.scalars.clone(),
+        grid: launch.grid,
+        work: Work::default(),
+    };
+    w.region(&k.body, 1.0);
+    w.work
+}

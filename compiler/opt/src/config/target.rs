@@ -1,0 +1,77 @@
+//! What the model knows about a GPU: the codegen's limits plus the per-SM resources and the
+//! measured throughputs that occupancy and the roofline need. Data, never literals in the model.
+
+use tile_codegen::Target;
+
+/// A target as the cost model sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetDesc {
+    /// The codegen target (name and per-block limits).
+    pub target: Target,
+    pub sms: u32,
+    pub regs_per_sm: u32,
+    /// Registers are handed out per thread in multiples of this.
+    pub reg_granule: u32,
+    pub max_threads_per_sm: u32,
+    pub max_blocks_per_sm: u32,
+    pub smem_per_sm: u32,
+    /// Shared memory the driver reserves per resident block.
+    pub smem_reserved_per_block: u32,
+    /// Measured device-to-device copy bandwidth (bytes read + written per second).
+    pub dram_bytes_per_s: f64,
+    /// Thread-instructions per second over the whole GPU (f32 FMA rate / 2: one FMA is two
+    /// flops). The codegen has no tensor-core path yet, so `dot` runs at this rate too.
+    pub insts_per_s: f64,
+    /// Shared-memory bandwidth over the whole GPU; `dot` reads both operands from it.
+    pub smem_bytes_per_s: f64,
+    /// The largest estimate the model trusts not to spill. ptxas spills before the ISA's 255:
+    /// on row_reduce (ROWS=8 BLOCK=256, 2 warps) it used 80 registers and spilled where the
+    /// model estimated 160, so estimates above this are treated as spilling (docs/optimizer.md).
+    pub spill_safe_regs: u32,
+    /// Resident warps per SM at which memory latency is hidden (below it, bandwidth scales down).
+    pub mem_saturating_warps: u32,
+    /// Resident warps per SM at which the ALUs are kept busy.
+    pub alu_saturating_warps: u32,
+}
+
+impl TargetDesc {
+    /// The H200 (sm_90 / sm_90a) of design.md §4 and §7: 132 SMs, 64K registers and 228 KB of
+    /// shared memory per SM, ~4.3 TB/s measured copy bandwidth, ~60 TFLOP/s f32 FMA without
+    /// tensor cores. Shared-memory bandwidth is the architecture's 128 B/clock/SM at 1.98 GHz
+    /// (not measured here). The saturation points are rough: 32 warps (half the SM) in flight
+    /// cover HBM latency for streaming kernels; 16 warps (4 per scheduler) cover ALU latency.
+    pub fn h200(target: Target) -> TargetDesc {
+        TargetDesc {
+            target,
+            sms: 132,
+            regs_per_sm: 65536,
+            reg_granule: 8,
+            max_threads_per_sm: 2048,
+            max_blocks_per_sm: 32,
+            smem_per_sm: 228 * 1024,
+            smem_reserved_per_block: 1024,
+            dram_bytes_per_s: 4.3e12,
+            insts_per_s: 30e12,
+            smem_bytes_per_s: 128.0 * 1.98e9 * 132.0,
+            spill_safe_regs: 128,
+            mem_saturating_warps: 32,
+            alu_saturating_warps: 16,
+        }
+    }
+
+    /// The description of a codegen target, when the model has figures for it.
+    pub fn for_target(target: &Target) -> Option<TargetDesc> {
+        match target.sm {
+            "sm_90" | "sm_90a" => Some(TargetDesc::h200(target.clone())),
+            _ => None,
+        }
+    }
+
+    /// The most registers a thread may use in blocks of `threads` without spilling: the ISA's
+    /// limit, what one block of that size may take from the SM (ptxas honours `maxntid`), or
+    /// the model's own trust limit, whichever is least.
+    pub fn reg_budget(&self, threads: u32) -> u32 {
+        let per_block = (self.regs_per_sm / threads.max(1)) / self.reg_granule * self.reg_granule;
+        self.target.max_regs_per_thread.min(per_block).min(self.spill_safe_regs)
+    }
+}

@@ -1,0 +1,117 @@
+//! `tilec explain FILE`: the configuration the static model chooses for each kernel, its
+//! estimates, the rewrites applied, and every rejected candidate with the reason.
+
+use std::io::Write;
+use std::path::Path;
+
+use tile_lang::codespan_reporting::term::termcolor::WriteColor;
+use tile_lang::{check, diag, syntax};
+use tile_opt::config::{self, Candidate, Pins, TargetDesc};
+
+pub(crate) fn cmd_explain(
+    file: &Path,
+    defines: &[String],
+    kernel: Option<&str>,
+    sm: &str,
+    (num_warps, num_stages): (Option<u32>, Option<u32>),
+    out: &mut dyn Write,
+    err: &mut dyn WriteColor,
+) -> anyhow::Result<i32> {
+    let pins = Pins {
+        consts: super::parse_defines(defines)?,
+        num_warps,
+        num_stages,
+    };
+    let target = tile_codegen::target(sm)?;
+    let desc = TargetDesc::for_target(&target)
+        .ok_or_else(|| anyhow::anyhow!("the cost model has no figures for {}; use --sm 90 or 90a", target.sm))?;
+    let src = super::read(file)?;
+    let ast = match syntax::parse(&src.text) {
+        Ok(a) => a,
+        Err(d) => {
+            diag::emit(err, &src.name, &src.text, &d);
+            return Ok(1);
+        }
+    };
+    let names = match kernel {
+        Some(k) => vec![k.to_string()],
+        None => check::kernel_names(&ast),
+    };
+    let mut failed = false;
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        match config::choose(&src.text, &ast, name, &pins, &desc) {
+            Ok(c) => write_choice(out, &c, &desc)?,
+            Err(e) => {
+                writeln!(err, "error: {}: kernel `{name}`: {e}", src.name)?;
+                failed = true;
+            }
+        }
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+fn micros(s: f64) -> String {
+    format!("{:.2} us", s * 1e6)
+}
+
+fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDesc) -> std::io::Result<()> {
+    let best = c.best();
+    let e = best.estimate.as_ref().expect("the chosen candidate has an estimate");
+    writeln!(out, "kernel {} on {}", c.kernel, t.target.sm)?;
+    writeln!(out, "problem: {}", c.problem)?;
+    writeln!(
+        out,
+        "tuned: {}",
+        if c.tuned.is_empty() {
+            "nothing (every value fixed)".to_string()
+        } else {
+            c.tuned.join(", ")
+        }
+    )?;
+    writeln!(out, "chosen: {}", best.config)?;
+    writeln!(
+        out,
+        "  registers ~{} of {} per thread, shared memory {} B, {} threads, {} blocks/SM (occupancy {:.0}%)",
+        e.registers,
+        e.reg_budget,
+        e.smem_bytes,
+        e.threads,
+        e.blocks_per_sm,
+        e.occupancy * 100.0
+    )?;
+    writeln!(
+        out,
+        "  {} programs, time {} ({}-bound: memory {}, ALU {}, shared memory {})",
+        e.programs,
+        micros(e.time_s),
+        e.bound(),
+        micros(e.dram_s),
+        micros(e.alu_s),
+        micros(e.smem_s)
+    )?;
+    writeln!(out, "rewrites applied: none (the rewriter is not wired in yet)")?;
+    let feasible = c.candidates.iter().filter(|c| c.feasible()).count();
+    writeln!(out, "candidates: {} ({} feasible)", c.candidates.len(), feasible)?;
+    for cand in &c.candidates {
+        writeln!(out, "  {}", row(cand))?;
+    }
+    Ok(())
+}
+
+fn row(c: &Candidate) -> String {
+    match &c.estimate {
+        Some(e) => format!(
+            "{}: regs ~{}, smem {} B, occ {:.0}%, {} -- {}",
+            c.config,
+            e.registers,
+            e.smem_bytes,
+            e.occupancy * 100.0,
+            micros(e.time_s),
+            c.verdict
+        ),
+        None => format!("{} -- {}", c.config, c.verdict),
+    }
+}

@@ -1,0 +1,120 @@
+//! Timing on the GPU with CUDA events: kernels between two events recorded on the stream, after
+//! warm-up, with the L2 cache flushed before every timed run, and the device-to-device copy
+//! bandwidth measured the same way (the ceiling memory-bound kernels are compared with).
+
+use cudarc::driver::sys::CUevent_flags;
+
+use crate::gpu::{DeviceBuffer, Function, Gpu, KernelArg, RuntimeError, drv};
+
+/// How to time: runs after warm-up, and the size of the buffer written to evict the L2 cache.
+#[derive(Clone, Copy, Debug)]
+pub struct TimingOptions {
+    pub warmup: usize,
+    pub runs: usize,
+    /// Bytes zeroed before each timed run (several times the L2 size); 0 disables flushing.
+    pub flush_bytes: usize,
+}
+
+impl Default for TimingOptions {
+    fn default() -> TimingOptions {
+        // The H200's L2 is 50 MB: writing 256 MB evicts it.
+        TimingOptions {
+            warmup: 5,
+            runs: 50,
+            flush_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Milliseconds of each timed run, in run order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timings {
+    pub ms: Vec<f64>,
+}
+
+impl Timings {
+    fn sorted(&self) -> Vec<f64> {
+        let mut v = self.ms.clone();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v
+    }
+
+    /// The value below which `q` of the runs fall (0.5: the median).
+    pub fn quantile(&self, q: f64) -> f64 {
+        let v = self.sorted();
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    }
+
+    pub fn median(&self) -> f64 {
+        self.quantile(0.5)
+    }
+}
+
+impl Gpu {
+    /// Times `runs` launches of `f`, each alone between two events, the L2 flushed before each.
+    pub fn time_kernel(
+        &self,
+        f: &Function,
+        grid: [u32; 3],
+        block: u32,
+        dynamic_smem: u32,
+        args: &[KernelArg<'_>],
+        opts: &TimingOptions,
+    ) -> Result<Timings, RuntimeError> {
+        let flush = if opts.flush_bytes > 0 {
+            Some(drv(self.stream.alloc_zeros::<u8>(opts.flush_bytes))?)
+        } else {
+            None
+        };
+        for _ in 0..opts.warmup {
+            self.launch_async(f, grid, block, dynamic_smem, args)?;
+        }
+        let timed = |g: &Gpu| g.launch_async(f, grid, block, dynamic_smem, args);
+        self.time_each(opts.runs, flush, &timed)
+    }
+
+    /// Device-to-device copy bandwidth in GB/s (bytes read plus bytes written per second), the
+    /// median of `runs` copies of `bytes`.
+    pub fn copy_bandwidth(&self, bytes: usize, runs: usize) -> Result<f64, RuntimeError> {
+        let src = drv(self.stream.alloc_zeros::<u8>(bytes))?;
+        let mut dst = drv(self.stream.alloc_zeros::<u8>(bytes))?;
+        for _ in 0..3 {
+            drv(self.stream.memcpy_dtod(&src, &mut dst))?;
+        }
+        let cell = std::cell::RefCell::new(dst);
+        let copy = |g: &Gpu| drv(g.stream.memcpy_dtod(&src, &mut *cell.borrow_mut()));
+        let t = self.time_each(runs, None, &copy)?;
+        Ok(2.0 * bytes as f64 / (t.median() * 1e-3) / 1e9)
+    }
+
+    fn time_each(
+        &self,
+        runs: usize,
+        mut flush: Option<cudarc::driver::CudaSlice<u8>>,
+        work: &dyn Fn(&Gpu) -> Result<(), RuntimeError>,
+    ) -> Result<Timings, RuntimeError> {
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let (start, end) = (drv(self.ctx.new_event(flags))?, drv(self.ctx.new_event(flags))?);
+        let mut ms = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            if let Some(buf) = flush.as_mut() {
+                drv(self.stream.memset_zeros(buf))?;
+            }
+            drv(start.record(&self.stream))?;
+            work(self)?;
+            drv(end.record(&self.stream))?;
+            ms.push(drv(start.elapsed_ms(&end))? as f64);
+        }
+        Ok(Timings { ms })
+    }
+}
+
+impl DeviceBuffer {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.len
+    }
+}

@@ -1,0 +1,236 @@
+//! The static configuration model (`tile_opt::config`) against what the back end really does:
+//!
+//! - `model_vs_ptxas`: every candidate of every example kernel is compiled to PTX and assembled
+//!   with ptxas (sm_90a); the estimated shared memory must equal the lowering's, no chosen
+//!   configuration may spill, and no candidate the model calls feasible may spill. With
+//!   `TILE_MODEL_TABLE=1` it prints the error distribution that docs/optimizer.md quotes.
+//! - `explain_*`: `tilec explain` output, snapshot-tested (`snapshots/explain/`).
+//!
+//! Candidates that differ only in `num_stages` compile to the same code today (the codegen does
+//! not pipeline), so each (values, warps) pair is compiled once.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use tile_codegen::CompileOptions;
+use tile_lang::codespan_reporting::term::termcolor::NoColor;
+use tile_lang::{check, syntax};
+use tile_opt::config::{self, Pins, TargetDesc};
+use tile_tests::{rel, root, tile_files};
+
+use crate::ptx::ptxas;
+
+const SM: &str = "sm_90a";
+
+fn desc() -> TargetDesc {
+    TargetDesc::for_target(&tile_codegen::target(SM).unwrap()).unwrap()
+}
+
+#[test]
+fn model_vs_ptxas() {
+    let Some(ptxas) = ptxas("model_vs_ptxas") else {
+        return;
+    };
+    let t = desc();
+    let mut problems = Vec::new();
+    let mut counts = String::new();
+    // (example/kernel, config, estimated regs, ptxas regs, spilled)
+    let mut rows: Vec<(String, String, u32, u32, bool, bool)> = Vec::new();
+    for p in tile_files("dsl-examples") {
+        let file = rel(&p);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let ast = syntax::parse(&text).unwrap();
+        for name in check::kernel_names(&ast) {
+            let choice = config::choose(&text, &ast, &name, &Pins::default(), &t)
+                .unwrap_or_else(|e| panic!("{file}: kernel `{name}`: {e}"));
+            let _ = writeln!(counts, "{file} {name}: {} candidates", choice.candidates.len());
+            let mut seen: HashMap<String, (u32, u32, bool)> = HashMap::new();
+            for (i, c) in choice.candidates.iter().enumerate() {
+                let (Some(k), Some(e)) = (&c.kernel, &c.estimate) else {
+                    continue;
+                };
+                let key = format!("{:?} {}", c.config.consts, c.config.num_warps);
+                let (regs, smem, spilled) = match seen.get(&key) {
+                    Some(r) => *r,
+                    None => {
+                        let opts = CompileOptions {
+                            num_warps: c.config.num_warps,
+                            ..CompileOptions::new(t.target.clone())
+                        };
+                        let compiled = match tile_codegen::compile(k, &opts) {
+                            Ok(x) => x,
+                            Err(err) => {
+                                problems.push(format!("{file} {name} [{}]: codegen: {err}", c.config));
+                                continue;
+                            }
+                        };
+                        let r = match tile_codegen::ptxas::assemble(&ptxas, &compiled.ptx, SM) {
+                            Ok((_, r)) => r,
+                            Err(err) => {
+                                problems.push(format!("{file} {name} [{}]: ptxas: {err}", c.config));
+                                continue;
+                            }
+                        };
+                        let spilled = r.spill_store_bytes > 0 || r.spill_load_bytes > 0;
+                        let v = (r.registers, compiled.smem_bytes, spilled);
+                        seen.insert(key, v);
+                        v
+                    }
+                };
+                if smem != e.smem_bytes {
+                    problems.push(format!(
+                        "{file} {name} [{}]: shared memory estimated {} B, the lowering needs {smem} B",
+                        c.config, e.smem_bytes
+                    ));
+                }
+                if spilled && c.feasible() {
+                    problems.push(format!(
+                        "{file} {name} [{}]: the model calls it feasible (~{} registers of {}) but ptxas \
+                         spills ({regs} registers){}",
+                        c.config,
+                        e.registers,
+                        e.reg_budget,
+                        if i == choice.chosen {
+                            " -- and it is the chosen one"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+                rows.push((
+                    format!("{file} {name}"),
+                    c.config.to_string(),
+                    e.registers,
+                    regs,
+                    spilled,
+                    c.feasible(),
+                ));
+            }
+        }
+    }
+    if std::env::var("TILE_MODEL_TABLE").is_ok_and(|v| v == "1") {
+        println!("{counts}");
+        println!("{}", table(&rows));
+    }
+    assert!(!rows.is_empty());
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n  {}",
+        problems.len(),
+        problems.join("\n  ")
+    );
+}
+
+/// The error distribution (estimate - ptxas) of registers per thread, per kernel and overall,
+/// over the candidates that did not spill (a spilling one's count is capped by the budget).
+fn table(rows: &[(String, String, u32, u32, bool, bool)]) -> String {
+    let mut by: Vec<(String, Vec<i64>)> = Vec::new();
+    for (k, _, est, act, spilled, _) in rows {
+        if *spilled {
+            continue;
+        }
+        let d = *est as i64 - *act as i64;
+        match by.iter_mut().find(|(n, _)| n == k) {
+            Some((_, v)) => v.push(d),
+            None => by.push((k.clone(), vec![d])),
+        }
+    }
+    let all: Vec<i64> = by.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    by.push(("all".into(), all));
+    let mut s = String::from(
+        "| kernel | n | min | median | max | mean abs | within ±25% of ptxas |\n|---|---|---|---|---|---|---|\n",
+    );
+    let ratio_ok: HashMap<&str, (usize, usize)> = rows.iter().filter(|r| !r.4).fold(HashMap::new(), |mut m, r| {
+        let e = m.entry(r.0.as_str()).or_insert((0, 0));
+        e.1 += 1;
+        if (r.2 as f64 - r.3 as f64).abs() <= 0.25 * r.3 as f64 {
+            e.0 += 1;
+        }
+        m
+    });
+    for (k, mut v) in by {
+        v.sort();
+        let n = v.len();
+        if n == 0 {
+            continue;
+        }
+        let mean_abs = v.iter().map(|d| d.abs() as f64).sum::<f64>() / n as f64;
+        let ok = if k == "all" {
+            ratio_ok.values().map(|x| x.0).sum::<usize>()
+        } else {
+            ratio_ok.get(k.as_str()).map_or(0, |x| x.0)
+        };
+        let _ = writeln!(
+            s,
+            "| {k} | {n} | {:+} | {:+} | {:+} | {mean_abs:.1} | {ok}/{n} |",
+            v[0],
+            v[n / 2],
+            v[n - 1]
+        );
+    }
+    let spilled = rows.iter().filter(|r| r.4).count();
+    let caught = rows.iter().filter(|r| r.4 && !r.5).count();
+    let _ = writeln!(
+        s,
+        "\nptxas spilled on {spilled} candidate(s); the model rejected {caught} of them as spilling."
+    );
+    let _ = writeln!(
+        s,
+        "The model rejected {} non-spilling candidate(s) as spilling (pessimism).",
+        rows.iter().filter(|r| !r.4 && !r.5).count()
+    );
+    s
+}
+
+fn tilec(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = NoColor::new(Vec::new());
+    let mut argv = vec!["tilec".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let code = tilec::run(&argv, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err.into_inner()).unwrap(),
+    )
+}
+
+fn explain_snapshot(example: &str, extra: &[&str]) {
+    let path = root().join("dsl-examples").join(format!("{example}.tile"));
+    let mut args = vec!["explain", path.to_str().unwrap()];
+    args.extend(extra);
+    let (code, out, err) = tilec(&args);
+    assert_eq!(code, 0, "{err}");
+    insta::with_settings!({snapshot_path => "snapshots/explain", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!(example, out);
+    });
+}
+
+#[test]
+fn explain_softmax() {
+    explain_snapshot("softmax", &[]);
+}
+
+#[test]
+fn explain_matmul() {
+    explain_snapshot("matmul", &[]);
+}
+
+#[test]
+fn explain_pins() {
+    let path = root().join("dsl-examples/matmul.tile");
+    let (code, out, err) = tilec(&[
+        "explain",
+        path.to_str().unwrap(),
+        "-D",
+        "BM=64",
+        "--num-warps",
+        "8",
+        "--num-stages",
+        "3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("chosen: BM=64 "), "{out}");
+    assert!(out.contains("warps=8 stages=3"), "{out}");
+    assert!(out.contains("candidates: 6 "), "{out}");
+}
