@@ -103,6 +103,14 @@ impl Analysis<'_> {
                 };
                 self.info.insert(op.results[0], i);
             }
+            // A loop's induction variable takes `start + k * step`: divisible by whatever divides
+            // both (carried values stay unknown: they change from one iteration to the next).
+            if let OpKind::For { .. } = op.kind
+                && let Some(iv) = op.regions.first().and_then(|r| r.args.first())
+            {
+                let d = self.get(op.operands[0]).divisibility.min(self.get(op.operands[2]).divisibility);
+                self.info.insert(*iv, AxisInfo::scalar(d));
+            }
             for sub in &op.regions {
                 self.region(sub);
             }
