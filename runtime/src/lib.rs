@@ -68,6 +68,7 @@ mod gpu;
 mod jit;
 mod tensor;
 mod timing;
+pub mod tune;
 
 pub use args::{Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, signature, spec_tags};
 pub use compile::{JitError, Origin, Source};

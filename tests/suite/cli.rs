@@ -73,6 +73,21 @@ fn verify_reports_errors_and_needs_a_backend() {
     assert_eq!(tilec(&["verify", &path("dsl-examples/vector_add.tile")]).0, 2);
 }
 
+#[test]
+fn tune_needs_a_gpu() {
+    // Like `verify_reports_errors_and_needs_a_backend`: CI has no GPU.
+    let (code, _, err) = tilec(&["tune", &path("dsl-examples/vector_add.tile"), "--top-k", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no CUDA driver") && err.contains("`tilec tune` times kernels on a GPU"),
+        "{err}"
+    );
+    // A file with nothing to tune on says so before looking for a GPU.
+    let (code, _, err) = tilec(&["tune", &path("dsl-examples/vector_add.tile"), "--kernel", "nope"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no run spec with `bench(..)` sizes"), "{err}");
+}
+
 /// A fresh, empty folder under the system's temp dir for one test.
 fn temp_dir(test: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("tile-cli-{test}-{}", std::process::id()));

@@ -18,6 +18,7 @@ use tile_lang::spec::{self, Case, RunSpec};
 use tile_lang::syntax;
 
 mod explain;
+mod tune;
 
 #[derive(Parser, Debug)]
 #[command(name = "tilec", version, about = "The tile kernel compiler")]
@@ -117,6 +118,9 @@ enum Command {
         #[arg(long)]
         num_stages: Option<u32>,
     },
+    /// Time the static model's best candidates on the GPU (all with --all-candidates) on each
+    /// run spec's largest `bench(..)` case, and cache the fastest on disk.
+    Tune(tune::TuneArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -213,6 +217,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             };
             bench::run(&files, &backend, &opts, out)
         }),
+        Command::Tune(args) => tune::cmd_tune(&args, out, err),
     };
     match r {
         Ok(code) => code,

@@ -1,0 +1,233 @@
+//! `tilec tune FILE`: for each run spec with `bench(..)` sizes, tunes its kernel on the largest
+//! bench case (each of its constant sets, e.g. one per dtype) with `tile_runtime::tune`: the
+//! model's choice and its time, each timed candidate, the winner (cached on disk). With
+//! `--all-candidates` every feasible candidate is timed (the exhaustive sweep docs/optimizer.md
+//! compares the static choice with) and a summary line per case is printed.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use tile_lang::codespan_reporting::term::termcolor::WriteColor;
+use tile_lang::{diag, spec, syntax};
+use tile_opt::config::Pins;
+use tile_runtime::tune::{self, Problem, TuneOptions, TuneRequest, Tuned};
+use tile_runtime::{Gpu, TimingOptions};
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct TuneArgs {
+    file: PathBuf,
+    /// Only this kernel's run specs (default: every run spec with `bench(..)` sizes).
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Pin a compile-time parameter (repeatable): -D BLOCK=1024, -D T=bf16.
+    #[arg(short = 'D', value_name = "NAME=VALUE")]
+    defines: Vec<String>,
+    /// Time the model's N best candidates.
+    #[arg(long, default_value_t = 4)]
+    top_k: usize,
+    /// Time every feasible candidate (an exhaustive sweep; ignores a cached winner).
+    #[arg(long)]
+    all_candidates: bool,
+    /// Time again even when a winner is cached.
+    #[arg(long)]
+    retune: bool,
+    /// Timed runs per candidate (after warm-up).
+    #[arg(long, default_value_t = 50)]
+    runs: usize,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// GPU target: 90 or 90a (the targets the model has figures for).
+    #[arg(long, default_value = "90a")]
+    sm: String,
+}
+
+pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
+    let pins = Pins {
+        consts: super::parse_defines(&a.defines)?,
+        num_warps: None,
+        num_stages: None,
+    };
+    let target = tile_codegen::target(&a.sm)?;
+    let src = super::read(&a.file)?;
+    let ast = match syntax::parse(&src.text) {
+        Ok(x) => x,
+        Err(d) => {
+            diag::emit(err, &src.name, &src.text, &d);
+            return Ok(1);
+        }
+    };
+    let (specs, d) = spec::parse_specs(&ast);
+    if !d.is_empty() {
+        diag::emit(err, &src.name, &src.text, &d);
+        return Ok(1);
+    }
+    let specs: Vec<_> = specs
+        .into_iter()
+        .filter(|s| !s.bench.is_empty() && a.kernel.as_ref().is_none_or(|k| &s.kernel == k))
+        .collect();
+    if specs.is_empty() {
+        writeln!(err, "{}: no run spec with `bench(..)` sizes to tune on", src.name)?;
+        return Ok(1);
+    }
+    let gpu = Gpu::new(0).map_err(|e| anyhow::anyhow!("{e}; `tilec tune` times kernels on a GPU"))?;
+    let cc = gpu.compute_capability()?;
+    writeln!(
+        out,
+        "GPU: {} (compute capability {cc:?}), target {}",
+        gpu.name(),
+        target.sm
+    )?;
+    let opts = TuneOptions {
+        top_k: if a.all_candidates { None } else { Some(a.top_k) },
+        timing: TimingOptions {
+            runs: a.runs,
+            ..Default::default()
+        },
+        read_cache: !a.all_candidates && !a.retune,
+        ..TuneOptions::new(target)
+    };
+    let mut records = Vec::new();
+    let mut failures = 0;
+    for s in &specs {
+        let cases = spec::bench_cases(s).map_err(|d| anyhow::anyhow!("{}", d.message))?;
+        // The largest size (by product); every constant set at that size.
+        let size = |c: &spec::Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
+        let max = cases.iter().map(size).fold(0.0, f64::max);
+        for case in cases.iter().filter(|c| size(c) == max) {
+            let req = TuneRequest {
+                source: &src.text,
+                kernel: &s.kernel,
+                pins: pins.clone(),
+                problem: Problem::Case { spec: s, case },
+            };
+            writeln!(out)?;
+            writeln!(out, "{} [{}]", s.kernel, case.label())?;
+            match tune::tune(&gpu, &req, &opts) {
+                Ok(t) => {
+                    report(out, &t, a.all_candidates)?;
+                    records.push(json_record(&s.kernel, case, &t));
+                }
+                Err(e) => {
+                    writeln!(out, "  error: {e}")?;
+                    failures += 1;
+                }
+            }
+        }
+    }
+    if let Some(path) = &a.json {
+        let text = format!(
+            "{{\"gpu\": {}, \"compute_capability\": \"{}.{}\", \"target\": {}, \"cases\": [\n  {}\n]}}\n",
+            json_str(&gpu.name()),
+            cc.0,
+            cc.1,
+            json_str(opts.target.sm),
+            records.join(",\n  ")
+        );
+        std::fs::write(path, text)?;
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    writeln!(out, "tune: {} cases tuned, {failures} failed", records.len())?;
+    Ok(if failures > 0 { 1 } else { 0 })
+}
+
+fn report(out: &mut dyn Write, t: &Tuned, summary: bool) -> std::io::Result<()> {
+    writeln!(out, "  model's choice: {}", t.choice.best().config)?;
+    if let Some(n) = &t.cache_note {
+        writeln!(out, "  note: {n}")?;
+    }
+    if t.from_cache {
+        writeln!(
+            out,
+            "  winner (cached, not re-timed; --retune times again): {} {:.4} ms",
+            t.winner, t.winner_ms
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  {:>4}  {:<40} {:>10} {:>10} {:>5}",
+        "rank", "candidate", "model us", "median ms", "regs"
+    )?;
+    for (rank, c) in t.timed.iter().enumerate() {
+        let mark = if c.candidate == t.choice.chosen { "*" } else { " " };
+        let time = match &c.median_ms {
+            Ok(ms) => format!("{ms:>10.4}"),
+            Err(e) => format!("failed: {e}"),
+        };
+        writeln!(
+            out,
+            "  {:>3}{mark}  {:<40} {:>10.2} {time} {:>5}",
+            rank + 1,
+            c.config.to_string(),
+            c.estimate_s * 1e6,
+            c.registers
+        )?;
+    }
+    let ratio = t.static_ms().map(|s| s / t.winner_ms);
+    write!(out, "  winner: {} {:.4} ms", t.winner, t.winner_ms)?;
+    match ratio {
+        Some(r) => writeln!(out, " (the model's choice takes x{r:.3} of it)")?,
+        None => writeln!(out, " (the model's choice failed)")?,
+    }
+    if let Some(p) = &t.cache_path {
+        writeln!(out, "  cached: {}", p.display())?;
+    }
+    if summary {
+        let (s, r) = match (t.static_ms(), ratio) {
+            (Some(s), Some(r)) => (format!("{s:.4}"), format!("{r:.3}")),
+            _ => ("failed".into(), "-".into()),
+        };
+        let best_rank = t.timed.iter().position(|c| c.config == t.winner).map_or(0, |i| i + 1);
+        writeln!(
+            out,
+            "  summary: static {s} ms, best {:.4} ms, ratio {r}, best = {} (model rank {best_rank} of {})",
+            t.winner_ms,
+            t.winner,
+            t.timed.len()
+        )?;
+    }
+    Ok(())
+}
+
+fn json_str(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+fn json_num(x: f64) -> String {
+    if x.is_finite() { x.to_string() } else { "null".into() }
+}
+
+/// One case as JSON (written by hand: a few flat records, as `tilec bench` does).
+fn json_record(kernel: &str, case: &spec::Case, t: &Tuned) -> String {
+    let cands: Vec<String> = t
+        .timed
+        .iter()
+        .map(|c| {
+            let (ms, error) = match &c.median_ms {
+                Ok(ms) => (json_num(*ms), "null".to_string()),
+                Err(e) => ("null".to_string(), json_str(e)),
+            };
+            format!(
+                "{{\"config\": {}, \"model_us\": {}, \"median_ms\": {ms}, \"error\": {error}, \"registers\": {}, \"static\": {}}}",
+                json_str(&c.config.to_string()),
+                json_num(c.estimate_s * 1e6),
+                c.registers,
+                c.candidate == t.choice.chosen
+            )
+        })
+        .collect();
+    let static_ms = t.static_ms().map_or("null".into(), json_num);
+    let ratio = t.static_ms().map_or("null".into(), |s| json_num(s / t.winner_ms));
+    format!(
+        "{{\"kernel\": {}, \"case\": {}, \"static\": {}, \"static_ms\": {static_ms}, \"best\": {}, \"best_ms\": {}, \"ratio\": {ratio}, \"from_cache\": {}, \"key\": \"{}\", \"candidates\": [{}]}}",
+        json_str(kernel),
+        json_str(&case.label()),
+        json_str(&t.choice.best().config.to_string()),
+        json_str(&t.winner.to_string()),
+        json_num(t.winner_ms),
+        t.from_cache,
+        t.key.hex(),
+        cands.join(", ")
+    )
+}
