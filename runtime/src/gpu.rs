@@ -238,3 +238,34 @@ impl Gpu {
         })
     }
 }
+
+impl KernelArg<'_> {
+    /// A scalar argument of dtype `d` holding `v` (as the interpreter holds values): its bits,
+    /// in the width the kernel's parameter has.
+    pub fn scalar(d: tile_lang::ir::DType, v: tile_lang::interp::Scalar) -> KernelArg<'static> {
+        use tile_lang::ir::DType;
+        let bits = tile_lang::interp::scalar::to_bits(d, v);
+        match d.bits() {
+            8 => KernelArg::U8(bits as u8),
+            16 => KernelArg::U16(bits as u16),
+            32 if d == DType::F32 => KernelArg::F32(f32::from_bits(bits as u32)),
+            32 => KernelArg::U32(bits as u32),
+            _ if d == DType::F64 => KernelArg::F64(f64::from_bits(bits)),
+            _ => KernelArg::U64(bits),
+        }
+    }
+}
+
+/// A run-spec plan's arguments for a launch: buffers in order from `bufs`, scalars by value.
+pub fn plan_args<'b>(args: &[tile_lang::spec::PlanArg], bufs: &'b [DeviceBuffer]) -> Vec<KernelArg<'b>> {
+    let mut next = 0;
+    args.iter()
+        .map(|a| match a {
+            tile_lang::spec::PlanArg::Buffer { .. } => {
+                next += 1;
+                KernelArg::Buffer(&bufs[next - 1])
+            }
+            tile_lang::spec::PlanArg::Scalar { dtype, value, .. } => KernelArg::scalar(*dtype, *value),
+        })
+        .collect()
+}

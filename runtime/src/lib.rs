@@ -72,7 +72,7 @@ pub mod tune;
 
 pub use args::{Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, signature, spec_tags};
 pub use compile::{JitError, Origin, Source};
-pub use gpu::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError};
+pub use gpu::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, plan_args};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
 pub use tensor::{DeviceTensor, Element};
 pub use timing::{TimingOptions, Timings};

@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use tile_codegen::{ArgSpec, Target};
-use tile_lang::interp::{Scalar, scalar};
+use tile_lang::interp::Scalar;
 use tile_lang::ir::{ConstValue, DType, Kernel};
-use tile_lang::spec::{self, Case, Init, PlanArg, RunSpec};
+use tile_lang::spec::{self, Case, PlanArg, RunSpec};
 use tile_lang::syntax::{self, ast};
 use tile_opt::config::{self, Choice, Config, ConfigError, Pins, TargetDesc};
 
@@ -683,14 +683,17 @@ fn time_candidate(
                 buffers.bufs.clear();
                 for (i, a) in p.args.iter().enumerate() {
                     if let PlanArg::Buffer { dtype, init, .. } = a {
-                        buffers
-                            .bufs
-                            .push(gpu.upload(&fill(*dtype, init, a.len(), i as u64 + 1))?);
+                        buffers.bufs.push(gpu.upload(&tile_lang::spec::fill_bytes(
+                            *dtype,
+                            init,
+                            a.len(),
+                            i as u64 + 1,
+                        ))?);
                     }
                 }
                 buffers.shapes = shapes;
             }
-            let args = plan_args(&p.args, &buffers.bufs);
+            let args = crate::gpu::plan_args(&p.args, &buffers.bufs);
             gpu.time_kernel(
                 &f,
                 grid,
@@ -723,53 +726,6 @@ fn arg_spec_of(a: &KernelArg<'_>) -> ArgSpec {
         KernelArg::U16(v) => ArgSpec::of_int(v as i64),
         KernelArg::F32(_) | KernelArg::F64(_) => ArgSpec::default(),
     }
-}
-
-fn plan_args<'b>(args: &[PlanArg], bufs: &'b [DeviceBuffer]) -> Vec<KernelArg<'b>> {
-    let mut next = 0;
-    args.iter()
-        .map(|a| match a {
-            PlanArg::Buffer { .. } => {
-                next += 1;
-                KernelArg::Buffer(&bufs[next - 1])
-            }
-            PlanArg::Scalar { dtype, value, .. } => {
-                let bits = scalar::to_bits(*dtype, *value);
-                match dtype.bits() {
-                    8 => KernelArg::U8(bits as u8),
-                    16 => KernelArg::U16(bits as u16),
-                    32 if *dtype == DType::F32 => KernelArg::F32(f32::from_bits(bits as u32)),
-                    32 => KernelArg::U32(bits as u32),
-                    _ if *dtype == DType::F64 => KernelArg::F64(f64::from_bits(bits)),
-                    _ => KernelArg::U64(bits),
-                }
-            }
-        })
-        .collect()
-}
-
-/// Element bytes for a buffer: values in the init's range from a xorshift generator (fast for
-/// gigabytes; the values only need to be realistic, not the reference's).
-fn fill(dtype: DType, init: &Init, n: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let w = dtype.bytes();
-    let mut out = Vec::with_capacity(n * w);
-    for i in 0..n {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let u = (state >> 11) as f64 / (1u64 << 53) as f64;
-        let v = match init {
-            Init::Full(v) => *v,
-            Init::Arange => i as f64,
-            Init::Randint(lo, hi) => (*lo + (u * (hi - lo).max(1) as f64) as i64) as f64,
-            Init::Rand(lo, hi) => lo + (hi - lo) * u,
-            Init::Randn | Init::Poison => 2.0 * u - 1.0,
-        };
-        let e = scalar::cast(DType::F64, dtype, Scalar::F(v), false);
-        out.extend_from_slice(&scalar::to_bits(dtype, e).to_le_bytes()[..w]);
-    }
-    out
 }
 
 #[cfg(test)]

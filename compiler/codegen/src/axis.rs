@@ -108,7 +108,10 @@ impl Analysis<'_> {
             if let OpKind::For { .. } = op.kind
                 && let Some(iv) = op.regions.first().and_then(|r| r.args.first())
             {
-                let d = self.get(op.operands[0]).divisibility.min(self.get(op.operands[2]).divisibility);
+                let d = self
+                    .get(op.operands[0])
+                    .divisibility
+                    .min(self.get(op.operands[2]).divisibility);
                 self.info.insert(*iv, AxisInfo::scalar(d));
             }
             for sub in &op.regions {

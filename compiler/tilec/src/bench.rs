@@ -7,10 +7,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use tile_lang::check;
-use tile_lang::interp::{Scalar, scalar};
-use tile_lang::ir::{ConstValue, DType, Elem, Kernel};
+use tile_lang::interp::Scalar;
+use tile_lang::ir::{ConstValue, Elem, Kernel};
 use tile_lang::spec::{self, Init, PlanArg};
-use tile_runtime::{Gpu, Image, KernelArg, TimingOptions};
+use tile_runtime::{Gpu, Image, TimingOptions};
 
 use crate::{GpuBackend, check_source, read};
 
@@ -35,30 +35,6 @@ impl BenchResult {
     fn tflops(&self) -> f64 {
         self.flops / (self.median_ms * 1e-3) / 1e12
     }
-}
-
-/// Input bytes of one element drawn uniformly from [-1, 1) (integers from [0, 100)), by a
-/// xorshift generator: fast enough for gigabytes, and never all zeros.
-fn fill(dtype: DType, init: &Init, n: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    let w = dtype.bytes();
-    let mut out = Vec::with_capacity(n * w);
-    for i in 0..n {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let u = (state >> 11) as f64 / (1u64 << 53) as f64;
-        let v = match init {
-            Init::Full(v) => *v,
-            Init::Arange => i as f64,
-            Init::Randint(lo, hi) => (*lo + (u * (hi - lo).max(1) as f64) as i64) as f64,
-            Init::Rand(lo, hi) => lo + (hi - lo) * u,
-            Init::Randn | Init::Poison => 2.0 * u - 1.0,
-        };
-        let e = scalar::cast(DType::F64, dtype, Scalar::F(v), false);
-        out.extend_from_slice(&scalar::to_bits(dtype, e).to_le_bytes()[..w]);
-    }
-    out
 }
 
 /// `rows=4096 cols=1024`, then the case's compile-time values that are neither dtypes nor the
@@ -200,35 +176,17 @@ fn bench_case(
         } = a
         {
             let n = a.len();
-            bufs.push(g.gpu.upload(&fill(*dtype, init, n, seed * 1000 + i as u64 + 1))?);
+            bufs.push(
+                g.gpu
+                    .upload(&spec::fill_bytes(*dtype, init, n, seed * 1000 + i as u64 + 1))?,
+            );
             // Inputs are read once and outputs written once; an output with contents is also read.
             let reads = if *output && *init == Init::Poison { 0.0 } else { 1.0 };
             let writes = if *output { 1.0 } else { 0.0 };
             bytes += (reads + writes) * (n * dtype.bytes()) as f64;
         }
     }
-    let mut next = 0;
-    let args: Vec<KernelArg> = plan
-        .args
-        .iter()
-        .map(|a| match a {
-            PlanArg::Buffer { .. } => {
-                next += 1;
-                KernelArg::Buffer(&bufs[next - 1])
-            }
-            PlanArg::Scalar { dtype, value, .. } => {
-                let bits = scalar::to_bits(*dtype, *value);
-                match dtype.bits() {
-                    8 => KernelArg::U8(bits as u8),
-                    16 => KernelArg::U16(bits as u16),
-                    32 if *dtype == DType::F32 => KernelArg::F32(f32::from_bits(bits as u32)),
-                    32 => KernelArg::U32(bits as u32),
-                    _ if *dtype == DType::F64 => KernelArg::F64(f64::from_bits(bits)),
-                    _ => KernelArg::U64(bits),
-                }
-            }
-        })
-        .collect();
+    let args = tile_runtime::plan_args(&plan.args, &bufs);
     let t = g.gpu.time_kernel(
         &f,
         plan.grid,

@@ -699,17 +699,7 @@ fn run_on_gpu(
     for (param, a) in kernel.params.iter().zip(&p.args) {
         args.push(match (a, param.elem) {
             (interp::Arg::Buffer(i), _) => KernelArg::Buffer(&dev[*i]),
-            (interp::Arg::Scalar(v), tile_lang::ir::Elem::Scalar(d)) => {
-                let bits = interp::scalar::to_bits(d, *v);
-                match d.bits() {
-                    8 => KernelArg::U8(bits as u8),
-                    16 => KernelArg::U16(bits as u16),
-                    32 if d == DType::F32 => KernelArg::F32(f32::from_bits(bits as u32)),
-                    32 => KernelArg::U32(bits as u32),
-                    _ if d == DType::F64 => KernelArg::F64(f64::from_bits(bits)),
-                    _ => KernelArg::U64(bits),
-                }
-            }
+            (interp::Arg::Scalar(v), tile_lang::ir::Elem::Scalar(d)) => KernelArg::scalar(d, *v),
             _ => {
                 return Err(format!("argument for `{}` does not match its type", param.name));
             }

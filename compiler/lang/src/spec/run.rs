@@ -409,6 +409,31 @@ fn generate(init: &Init, d: DType, i: usize, rng: &mut rand::rngs::StdRng) -> Sc
     scalar::cast(DType::F64, d, Scalar::F(v), false)
 }
 
+/// The bytes of `n` elements of `dtype` for a benchmark buffer: values in the generator's range
+/// from a xorshift generator (fast enough for gigabytes; benchmarks need realistic values, not
+/// the reference's), never all zeros.
+pub fn fill_bytes(dtype: DType, init: &Init, n: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let w = dtype.bytes();
+    let mut out = Vec::with_capacity(n * w);
+    for i in 0..n {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let u = (state >> 11) as f64 / (1u64 << 53) as f64;
+        let v = match init {
+            Init::Full(v) => *v,
+            Init::Arange => i as f64,
+            Init::Randint(lo, hi) => (*lo + (u * (hi - lo).max(1) as f64) as i64) as f64,
+            Init::Rand(lo, hi) => lo + (hi - lo) * u,
+            Init::Randn | Init::Poison => 2.0 * u - 1.0,
+        };
+        let e = scalar::cast(DType::F64, dtype, Scalar::F(v), false);
+        out.extend_from_slice(&scalar::to_bits(dtype, e).to_le_bytes()[..w]);
+    }
+    out
+}
+
 /// PyTorch's default tolerances per dtype: `(rtol, atol)`.
 pub fn default_tolerance(d: DType) -> (f64, f64) {
     match d {

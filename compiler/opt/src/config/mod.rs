@@ -20,7 +20,7 @@ use std::fmt;
 pub use model::{BASE_REGS, Launch, Work, registers, work};
 pub use target::TargetDesc;
 use tile_lang::check::{self, Bindings};
-use tile_lang::interp::{Arg, Scalar};
+use tile_lang::interp::Scalar;
 use tile_lang::ir::{ConstValue, DType, Kernel};
 use tile_lang::spec;
 use tile_lang::syntax::ast;
@@ -204,8 +204,9 @@ fn first_message(d: &[tile_lang::diag::Diagnostic]) -> String {
     d.first().map(|d| d.message.clone()).unwrap_or_default()
 }
 
-/// The problem the roofline is evaluated on: the largest case (by the product of its sizes) of
-/// the kernel's first run spec, or `DEFAULT_INT_ARG` / `DEFAULT_GRID` without one.
+/// The problem the roofline is evaluated on: the largest `bench(..)` case (by the product of its
+/// sizes) of the kernel's run specs — the size it is meant to run at — else their largest
+/// verification case, else `DEFAULT_INT_ARG` / `DEFAULT_GRID` without a run spec.
 struct Problem {
     spec: Option<(spec::RunSpec, spec::Case)>,
     label: String,
@@ -213,36 +214,69 @@ struct Problem {
 
 fn problem(file: &ast::File, kernel: &str) -> Result<Problem, ConfigError> {
     let (specs, _) = spec::parse_specs(file);
-    let Some(s) = specs.into_iter().find(|s| s.kernel == kernel) else {
+    let specs: Vec<spec::RunSpec> = specs.into_iter().filter(|s| s.kernel == kernel).collect();
+    if specs.is_empty() {
         return Ok(Problem {
             spec: None,
             label: format!("no run spec: integer arguments {DEFAULT_INT_ARG}, {DEFAULT_GRID} programs"),
         });
-    };
-    let cases = spec::cases(&s).map_err(|d| ConfigError::Spec(d.message))?;
+    }
     let size = |c: &spec::Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
-    let case = cases
-        .into_iter()
-        .fold(None::<spec::Case>, |best, c| match best {
-            Some(b) if size(&b) >= size(&c) => Some(b),
-            _ => Some(c),
-        })
-        .ok_or_else(|| ConfigError::Spec("no cases".into()))?;
+    let largest = |bench: bool| -> Result<Option<(spec::RunSpec, spec::Case)>, ConfigError> {
+        let mut best: Option<(spec::RunSpec, spec::Case)> = None;
+        for s in &specs {
+            let cases = if bench { spec::bench_cases(s) } else { spec::cases(s) };
+            for c in cases.map_err(|d| ConfigError::Spec(d.message))? {
+                if best.as_ref().is_none_or(|(_, b)| size(&c) > size(b)) {
+                    best = Some((s.clone(), c));
+                }
+            }
+        }
+        Ok(best)
+    };
+    let (kind, found) = match largest(true)? {
+        Some(b) => ("bench case", b),
+        None => (
+            "run spec, largest case",
+            largest(false)?.ok_or_else(|| ConfigError::Spec("no cases".into()))?,
+        ),
+    };
     let label = format!(
-        "run spec, largest case: {}",
-        case.sizes
+        "{kind}: {}",
+        found
+            .1
+            .sizes
             .iter()
             .map(|(n, v)| format!("{n}={v}"))
             .collect::<Vec<_>>()
             .join(" ")
     );
     Ok(Problem {
-        spec: Some((s, case)),
+        spec: Some(found),
         label,
     })
 }
 
 impl Problem {
+    /// Compile-time values the run spec computes from the sizes (`BLOCK: next_pow2(cols)`) are
+    /// what the kernel needs at that size (a row that must fit one block), not choices: they are
+    /// pinned, unless the caller pinned them already.
+    fn constraint_pins(&self, pins: &Pins) -> Pins {
+        let mut out = pins.clone();
+        if let Some((s, case)) = &self.spec {
+            for (name, specs) in &s.consts {
+                let computed = specs.iter().any(|c| matches!(c, spec::ConstSpec::Expr(_)));
+                if computed
+                    && !out.consts.iter().any(|(n, _)| n == name)
+                    && let Some((_, v)) = case.consts.iter().find(|(n, _)| n == name)
+                {
+                    out.consts.push((name.clone(), *v));
+                }
+            }
+        }
+        out
+    }
+
     /// The launch of `k` (checked with a candidate's values) on this problem.
     fn launch(&self, k: &Kernel) -> Result<Launch, ConfigError> {
         let Some((s, case)) = &self.spec else {
@@ -259,13 +293,16 @@ impl Problem {
         };
         let mut case = case.clone();
         case.consts = k.consts.clone();
-        let p = spec::prepare(s, &case, k, 0).map_err(|d| ConfigError::Spec(d.message))?;
+        // The plan, not the data: bench cases hold gigabytes.
+        let p = spec::plan(s, &case, k).map_err(|d| ConfigError::Spec(d.message))?;
         let scalars: HashMap<_, _> = k
             .params
             .iter()
             .zip(&p.args)
             .filter_map(|(param, a)| match a {
-                Arg::Scalar(Scalar::I(i)) => Some((param.value, *i)),
+                spec::PlanArg::Scalar {
+                    value: Scalar::I(i), ..
+                } => Some((param.value, *i)),
                 _ => None,
             })
             .collect();
@@ -413,8 +450,9 @@ pub fn candidates(
 
 /// Chooses the configuration of `kernel` for target `t`.
 pub fn choose(src: &str, file: &ast::File, kernel: &str, pins: &Pins, t: &TargetDesc) -> Result<Choice, ConfigError> {
-    let (configs, tuned) = candidates(src, file, kernel, pins)?;
     let prob = problem(file, kernel)?;
+    let pins = &prob.constraint_pins(pins);
+    let (configs, tuned) = candidates(src, file, kernel, pins)?;
     let max_warps = t.target.max_threads_per_block / t.target.warp_size;
     let mut cands = Vec::new();
     for config in configs {
@@ -486,7 +524,17 @@ pub fn choose(src: &str, file: &ast::File, kernel: &str, pins: &Pins, t: &Target
             best = Some(i);
         }
     }
-    let Some(chosen) = best else {
+    // When the register model rejects everything (it leans high), the candidate it thinks needs
+    // the fewest registers is the best bet; its verdict says so in `explain`.
+    let fallback = || {
+        cands
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.verdict, Verdict::Spills { .. }))
+            .min_by_key(|(_, c)| c.estimate.as_ref().map_or(u32::MAX, |e| e.registers))
+            .map(|(i, _)| i)
+    };
+    let Some(chosen) = best.or_else(fallback) else {
         return Err(ConfigError::NoneFeasible {
             target: t.target.sm.into(),
             first: cands
