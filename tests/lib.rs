@@ -41,3 +41,17 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// Runs `tilec` in memory with `args` (program name left out): exit code, stdout, stderr.
+pub fn tilec(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = tile_lang::codespan_reporting::term::termcolor::NoColor::new(Vec::new());
+    let mut argv = vec!["tilec".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let code = tilec::run(&argv, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err.into_inner()).unwrap(),
+    )
+}

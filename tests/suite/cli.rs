@@ -1,20 +1,6 @@
 //! `tilec`'s exit codes and outputs: 0 clean, 1 diagnostics or failed verification, 2 usage.
 
-use tile_lang::codespan_reporting::term::termcolor::NoColor;
-use tile_tests::root;
-
-fn tilec(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = NoColor::new(Vec::new());
-    let mut argv = vec!["tilec".to_string()];
-    argv.extend(args.iter().map(|a| a.to_string()));
-    let code = tilec::run(&argv, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err.into_inner()).unwrap(),
-    )
-}
+use tile_tests::{root, tilec};
 
 fn path(p: &str) -> String {
     root().join(p).to_string_lossy().into_owned()

@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use tile_codegen::CompileOptions;
-use tile_lang::codespan_reporting::term::termcolor::NoColor;
+
 use tile_lang::{check, syntax};
 use tile_opt::config::{self, Pins, TargetDesc};
-use tile_tests::{rel, root, tile_files};
+use tile_tests::{rel, root, tile_files, tilec};
 
 use crate::ptx::ptxas;
 
@@ -186,19 +186,6 @@ fn table(rows: &[(String, String, u32, u32, bool, bool)]) -> String {
         rows.iter().filter(|r| !r.4 && !r.5).count()
     );
     s
-}
-
-fn tilec(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = NoColor::new(Vec::new());
-    let mut argv = vec!["tilec".to_string()];
-    argv.extend(args.iter().map(|a| a.to_string()));
-    let code = tilec::run(&argv, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err.into_inner()).unwrap(),
-    )
 }
 
 fn explain_snapshot(example: &str, extra: &[&str]) {

@@ -874,38 +874,14 @@ impl<'c> L<'c, '_> {
             )?
             .into());
         }
-        let s = d.is_signed();
+        let pick = |signed, unsigned| if d.is_signed() { signed } else { unsigned };
         let p = match c {
             CmpOp::Eq => IntPredicate::EQ,
             CmpOp::Ne => IntPredicate::NE,
-            CmpOp::Lt => {
-                if s {
-                    IntPredicate::SLT
-                } else {
-                    IntPredicate::ULT
-                }
-            }
-            CmpOp::Le => {
-                if s {
-                    IntPredicate::SLE
-                } else {
-                    IntPredicate::ULE
-                }
-            }
-            CmpOp::Gt => {
-                if s {
-                    IntPredicate::SGT
-                } else {
-                    IntPredicate::UGT
-                }
-            }
-            CmpOp::Ge => {
-                if s {
-                    IntPredicate::SGE
-                } else {
-                    IntPredicate::UGE
-                }
-            }
+            CmpOp::Lt => pick(IntPredicate::SLT, IntPredicate::ULT),
+            CmpOp::Le => pick(IntPredicate::SLE, IntPredicate::ULE),
+            CmpOp::Gt => pick(IntPredicate::SGT, IntPredicate::UGT),
+            CmpOp::Ge => pick(IntPredicate::SGE, IntPredicate::UGE),
         };
         Ok(llvm(self.b.build_int_compare(p, a.into_int_value(), b.into_int_value(), ""))?.into())
     }
@@ -1476,18 +1452,6 @@ impl<'c> L<'c, '_> {
         it.const_int(v, false).into()
     }
 
-    fn combine_op(r: ReduceOp) -> BinaryOp {
-        match r {
-            ReduceOp::Sum => BinaryOp::Add,
-            ReduceOp::Prod => BinaryOp::Mul,
-            ReduceOp::Max => BinaryOp::Max,
-            ReduceOp::Min => BinaryOp::Min,
-            ReduceOp::And => BinaryOp::And,
-            ReduceOp::Or => BinaryOp::Or,
-            ReduceOp::Xor => BinaryOp::Xor,
-        }
-    }
-
     /// Exchanges a value with lane `lane ^ mask` of the warp.
     fn shuffle_xor(&self, d: DType, x: BasicValueEnum<'c>, mask: u32) -> R<BasicValueEnum<'c>> {
         let e = Elem::Scalar(d);
@@ -1545,7 +1509,7 @@ impl<'c> L<'c, '_> {
         let st = self.k.ty(src).clone();
         let d = st.dtype().unwrap();
         let rt = self.k.ty(op.results[0]).clone();
-        let bop = Self::combine_op(r);
+        let bop = r.combine();
         // A few outputs (a row per program, a handful of rows): each is a block-wide reduction —
         // in-thread partials, a butterfly across the warp, then across warps in shared memory.
         // Each of a thread's elements is matched against every output, so the path is kept to
@@ -1814,7 +1778,7 @@ impl<'c> L<'c, '_> {
                 for (s, acc) in accs.iter().enumerate() {
                     let x = l.smem_load(st.elem, 0, llvm(l.b.build_int_add(bases[s], off, ""))?)?;
                     let c = match (r, &region) {
-                        (Some(r), _) => l.binary(Self::combine_op(r), d, *acc, x)?,
+                        (Some(r), _) => l.binary(r.combine(), d, *acc, x)?,
                         (None, Some(reg)) => match l.region(reg, &[Repr::S(*acc), Repr::S(x)])?.remove(0) {
                             Repr::S(s) => s,
                             Repr::T(t) => t[0],

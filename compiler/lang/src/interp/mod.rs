@@ -456,7 +456,7 @@ impl Machine<'_> {
             }
             OpKind::Reduce { op: r, axis } => {
                 let d = self.dtype(op.operands[0]);
-                let b = reduce_binop(*r);
+                let b = r.combine();
                 let t = self.reduce(op, *axis, &mut |acc, x| {
                     scalar::binary(b, d, acc, x).map_err(String::from)
                 })?;
@@ -502,7 +502,7 @@ impl Machine<'_> {
             }
             OpKind::Scan { op: r, axis, reverse } => {
                 let d = self.dtype(op.operands[0]);
-                let b = reduce_binop(*r);
+                let b = r.combine();
                 let t = self.scan(op, *axis, *reverse, &mut |_, acc, x| {
                     scalar::binary(b, d, acc, x).map_err(String::from)
                 })?;
@@ -863,18 +863,6 @@ impl Machine<'_> {
             shape: p.shape.clone(),
             data: Data::E(out),
         })
-    }
-}
-
-fn reduce_binop(r: ReduceOp) -> BinaryOp {
-    match r {
-        ReduceOp::Sum => BinaryOp::Add,
-        ReduceOp::Prod => BinaryOp::Mul,
-        ReduceOp::Max => BinaryOp::Max,
-        ReduceOp::Min => BinaryOp::Min,
-        ReduceOp::And => BinaryOp::And,
-        ReduceOp::Or => BinaryOp::Or,
-        ReduceOp::Xor => BinaryOp::Xor,
     }
 }
 

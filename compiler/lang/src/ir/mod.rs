@@ -317,6 +317,21 @@ names!(BinaryOp {
     Or => "or", Xor => "xor", Shl => "shl", Shr => "shr", Max => "max", Min => "min",
 });
 names!(CmpOp { Eq => "eq", Ne => "ne", Lt => "lt", Le => "le", Gt => "gt", Ge => "ge" });
+impl ReduceOp {
+    /// The binary op a reduction or scan combines elements with.
+    pub fn combine(self) -> BinaryOp {
+        match self {
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Min => BinaryOp::Min,
+            ReduceOp::And => BinaryOp::And,
+            ReduceOp::Or => BinaryOp::Or,
+            ReduceOp::Xor => BinaryOp::Xor,
+        }
+    }
+}
+
 names!(ReduceOp {
     Sum => "sum", Prod => "prod", Max => "max", Min => "min", And => "and", Or => "or",
     Xor => "xor",
