@@ -600,8 +600,9 @@ struct Buffers {
     bufs: Vec<DeviceBuffer>,
 }
 
+/// Why a kernel could not be built and loaded.
 #[derive(Debug, thiserror::Error)]
-enum CandidateError {
+pub enum BuildError {
     #[error("{0}")]
     Codegen(#[from] tile_codegen::CodegenError),
     #[error("ptxas: {0}")]
@@ -612,53 +613,33 @@ enum CandidateError {
     Runtime(#[from] RuntimeError),
 }
 
-fn time_candidate(
+/// How the JIT specialises a run spec's arguments: device buffers are aligned allocations,
+/// integers are known by value, floats are not specialised.
+pub fn plan_specialization(args: &[PlanArg]) -> Vec<ArgSpec> {
+    args.iter()
+        .map(|a| match a {
+            PlanArg::Buffer { .. } => ArgSpec::of_ptr(0),
+            PlanArg::Scalar {
+                value: Scalar::I(v), ..
+            } => ArgSpec::of_int(*v),
+            PlanArg::Scalar { .. } => ArgSpec::default(),
+        })
+        .collect()
+}
+
+/// Compiles `kernel` to PTX, assembles it with `ptxas` when given (else the driver JIT-compiles
+/// the PTX), and loads it on `gpu`.
+pub fn build(
     gpu: &Gpu,
-    req: &TuneRequest<'_>,
     kernel: &Kernel,
-    cfg: &Config,
-    opts: &TuneOptions,
-    buffers: &mut Buffers,
-    registers: &mut i32,
-) -> Result<f64, CandidateError> {
-    // The arguments, their specialisation and the grid.
-    let (plan, grid) = match &req.problem {
-        Problem::Case { spec, case } => {
-            // The grid is evaluated with the candidate's values (`cdiv(n, BLOCK)`).
-            let mut case = (*case).clone();
-            case.consts = kernel.consts.clone();
-            let p = spec::plan(spec, &case, kernel).map_err(|d| CandidateError::Spec(d.message))?;
-            let grid = p.grid;
-            (Some(p), grid)
-        }
-        Problem::Launch { grid, .. } => (None, grid(cfg)),
-    };
-    let specialization: Vec<ArgSpec> = match (&plan, &req.problem) {
-        (Some(p), _) => p
-            .args
-            .iter()
-            .map(|a| match a {
-                // Device allocations are aligned, as the JIT's specialisation assumes.
-                PlanArg::Buffer { .. } => ArgSpec::of_ptr(0),
-                PlanArg::Scalar {
-                    value: Scalar::I(v), ..
-                } => ArgSpec::of_int(*v),
-                PlanArg::Scalar { .. } => ArgSpec::default(),
-            })
-            .collect(),
-        (None, Problem::Launch { args, .. }) => args.iter().map(arg_spec_of).collect(),
-        (None, Problem::Case { .. }) => unreachable!("a case always has a plan"),
-    };
-    let copts = tile_codegen::CompileOptions {
-        target: opts.target.clone(),
-        num_warps: cfg.num_warps,
-        specialization,
-    };
-    let compiled = tile_codegen::compile(kernel, &copts)?;
-    let cubin = match &opts.ptxas {
+    opts: &tile_codegen::CompileOptions,
+    ptxas: Option<&Path>,
+) -> Result<(tile_codegen::Compiled, crate::gpu::Function), BuildError> {
+    let compiled = tile_codegen::compile(kernel, opts)?;
+    let cubin = match ptxas {
         Some(p) => Some(
             tile_codegen::ptxas::assemble(p, &compiled.ptx, opts.target.sm)
-                .map_err(CandidateError::Ptxas)?
+                .map_err(BuildError::Ptxas)?
                 .0,
         ),
         None => None,
@@ -668,6 +649,41 @@ fn time_candidate(
         None => Image::Ptx(&compiled.ptx),
     };
     let f = gpu.load(image, &compiled.name, compiled.smem_bytes)?;
+    Ok((compiled, f))
+}
+
+fn time_candidate(
+    gpu: &Gpu,
+    req: &TuneRequest<'_>,
+    kernel: &Kernel,
+    cfg: &Config,
+    opts: &TuneOptions,
+    buffers: &mut Buffers,
+    registers: &mut i32,
+) -> Result<f64, BuildError> {
+    // The arguments, their specialisation and the grid.
+    let (plan, grid) = match &req.problem {
+        Problem::Case { spec, case } => {
+            // The grid is evaluated with the candidate's values (`cdiv(n, BLOCK)`).
+            let mut case = (*case).clone();
+            case.consts = kernel.consts.clone();
+            let p = spec::plan(spec, &case, kernel).map_err(|d| BuildError::Spec(d.message))?;
+            let grid = p.grid;
+            (Some(p), grid)
+        }
+        Problem::Launch { grid, .. } => (None, grid(cfg)),
+    };
+    let specialization: Vec<ArgSpec> = match (&plan, &req.problem) {
+        (Some(p), _) => plan_specialization(&p.args),
+        (None, Problem::Launch { args, .. }) => args.iter().map(arg_spec_of).collect(),
+        (None, Problem::Case { .. }) => unreachable!("a case always has a plan"),
+    };
+    let copts = tile_codegen::CompileOptions {
+        target: opts.target.clone(),
+        num_warps: cfg.num_warps,
+        specialization,
+    };
+    let (compiled, f) = build(gpu, kernel, &copts, opts.ptxas.as_deref())?;
     *registers = f.registers;
     let t = match (&plan, &req.problem) {
         (Some(p), _) => {

@@ -1,16 +1,21 @@
 //! `tilec bench`: times each run spec's `bench(..)` cases on the GPU with CUDA events (warm-up,
 //! then many runs, the L2 flushed before each), and reports time, achieved bandwidth or
-//! throughput, and the share of the copy bandwidth measured in the same run. `--json` writes
-//! the results in the format `bench/report.py` joins with the Triton and PyTorch peers.
+//! throughput, and the share of the copy bandwidth measured in the same run. Each case runs in
+//! the configuration `--config` names: the autotuner's winner (default; the model's top
+//! candidates timed on this case, winners cached on disk), the static model's choice, or the
+//! run spec's own values. `--json` writes the results in the format `bench/report.py` joins
+//! with the Triton and PyTorch peers.
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use tile_lang::check;
-use tile_lang::interp::Scalar;
 use tile_lang::ir::{ConstValue, Elem, Kernel};
 use tile_lang::spec::{self, Init, PlanArg};
-use tile_runtime::{Gpu, Image, TimingOptions};
+use tile_opt::config::{Config, Pins};
+use tile_runtime::tune::{self, Problem, TuneOptions, TuneRequest};
+use tile_runtime::{Gpu, TimingOptions};
 
 use crate::{GpuBackend, check_source, read};
 
@@ -26,6 +31,10 @@ pub struct BenchResult {
     pub bytes: f64,
     pub flops: f64,
     pub registers: i32,
+    /// The configuration timed (`BLOCK=1024 warps=4 stages=1`).
+    pub config: String,
+    /// Source → loaded function for this configuration: check, LLVM, ptxas, driver load.
+    pub compile_ms: f64,
 }
 
 impl BenchResult {
@@ -49,9 +58,24 @@ fn label(case: &spec::Case, tunable: &[String]) -> String {
     parts.join(" ")
 }
 
+/// Where a case's configuration (tunable values, warps, stages) comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConfigSource {
+    /// The autotuner's winner among the static model's top candidates, timed on the case
+    /// itself (a cached winner is reused).
+    Tuned,
+    /// The static model's choice (`tilec explain`), nothing timed to choose it.
+    Model,
+    /// The run spec's values, else each tunable parameter's first candidate and the first warps.
+    Spec,
+}
+
 pub struct BenchOptions {
     pub json: Option<PathBuf>,
     pub timing: TimingOptions,
+    pub config: ConfigSource,
+    /// Candidates the tuner times per case.
+    pub top_k: usize,
 }
 
 pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn Write) -> anyhow::Result<i32> {
@@ -59,8 +83,17 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
     writeln!(out, "device-to-device copy: {copy_gbps:.0} GB/s (1 GiB, read + write)")?;
     writeln!(
         out,
-        "{:<12} {:<6} {:<36} {:>10} {:>10} {:>9} {:>7} {:>5}",
-        "kernel", "dtype", "case", "median ms", "GB/s", "TFLOP/s", "% copy", "regs"
+        "{:<12} {:<6} {:<36} {:>10} {:>10} {:>9} {:>7} {:>5} {:>10}  config ({:?})",
+        "kernel",
+        "dtype",
+        "case",
+        "median ms",
+        "GB/s",
+        "TFLOP/s",
+        "% copy",
+        "regs",
+        "compile ms",
+        opts.config
     )?;
     let mut results = Vec::new();
     let mut failures = 0;
@@ -87,7 +120,17 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
                 .iter()
                 .enumerate()
             {
-                let kernel = match check::check_kernel(&src.text, &ast, &s.kernel, &case.consts) {
+                let started = Instant::now();
+                let config = match configure(g, &src.text, s, case, opts) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        writeln!(out, "{} [{}]: no configuration: {e}", s.kernel, case.label())?;
+                        failures += 1;
+                        continue;
+                    }
+                };
+                let tuning_s = started.elapsed().as_secs_f64();
+                let kernel = match check::check_kernel(&src.text, &ast, &s.kernel, &config.consts) {
                     Ok(k) => k,
                     Err(d) => {
                         writeln!(out, "{} [{}]: {}", s.kernel, case.label(), d[0].message)?;
@@ -95,12 +138,15 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
                         continue;
                     }
                 };
-                match bench_case(g, s, case, &kernel, i as u64, opts) {
+                if tuning_s > 1.0 {
+                    tuning_note(out, &s.kernel, case, tuning_s)?;
+                }
+                match bench_case(g, s, case, &kernel, &config, i as u64, opts) {
                     Ok(mut r) => {
                         r.label = label(case, &tunable);
                         writeln!(
                             out,
-                            "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5}",
+                            "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5} {:>10.1}  {}",
                             r.kernel,
                             r.dtype,
                             r.label,
@@ -108,7 +154,9 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
                             r.gbps(),
                             r.tflops(),
                             100.0 * r.gbps() / copy_gbps,
-                            r.registers
+                            r.registers,
+                            r.compile_ms,
+                            r.config
                         )?;
                         results.push(r);
                     }
@@ -121,11 +169,60 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
         }
     }
     if let Some(path) = &opts.json {
-        std::fs::write(path, json(&results, copy_gbps, &g.gpu))?;
+        std::fs::write(path, json(&results, copy_gbps, &g.gpu, opts.config)?)?;
         writeln!(out, "wrote {}", path.display())?;
     }
     writeln!(out, "bench: {} cases timed, {failures} failed", results.len())?;
     Ok(if failures > 0 { 1 } else { 0 })
+}
+
+/// The configuration `opts.config` asks for: the case's values for everything the tuner does not
+/// choose (dtypes, sizes-derived values), the tuned ones from the tuner, the model or the spec.
+fn configure(
+    g: &GpuBackend,
+    source: &str,
+    s: &spec::RunSpec,
+    case: &spec::Case,
+    opts: &BenchOptions,
+) -> anyhow::Result<Config> {
+    let req = TuneRequest {
+        source,
+        kernel: &s.kernel,
+        pins: Pins::default(),
+        problem: Problem::Case { spec: s, case },
+    };
+    match opts.config {
+        ConfigSource::Tuned => {
+            let topts = TuneOptions {
+                top_k: Some(opts.top_k),
+                ptxas: g.ptxas.clone(),
+                timing: TimingOptions {
+                    runs: opts.timing.runs.min(20),
+                    ..opts.timing.clone()
+                },
+                ..TuneOptions::new(g.target.clone())
+            };
+            Ok(tune::tune(&g.gpu, &req, &topts)?.winner)
+        }
+        ConfigSource::Model => Ok(tune::plan_choice(&req, &g.target)?.0.best().config.clone()),
+        ConfigSource::Spec => {
+            let k = check::check_kernel(source, &check_ast(source)?, &s.kernel, &case.consts)
+                .map_err(|d| anyhow::anyhow!("{}", d[0].message))?;
+            Ok(Config {
+                consts: k.consts.clone(),
+                num_warps: k.warps.first().copied().unwrap_or(4),
+                num_stages: 1,
+            })
+        }
+    }
+}
+
+fn check_ast(source: &str) -> anyhow::Result<tile_lang::syntax::ast::File> {
+    tile_lang::syntax::parse(source).map_err(|d| anyhow::anyhow!("{}", d[0].message))
+}
+
+fn tuning_note(out: &mut dyn Write, kernel: &str, case: &spec::Case, secs: f64) -> std::io::Result<()> {
+    writeln!(out, "  ({kernel} [{}]: configuration tuned in {secs:.1} s)", case.label())
 }
 
 fn bench_case(
@@ -133,41 +230,22 @@ fn bench_case(
     s: &spec::RunSpec,
     case: &spec::Case,
     kernel: &Kernel,
+    config: &Config,
     seed: u64,
     opts: &BenchOptions,
 ) -> anyhow::Result<BenchResult> {
-    let plan = spec::plan(s, case, kernel).map_err(|d| anyhow::anyhow!("{}", d.message))?;
-    // Specialise as the JIT does: device buffers are aligned, integers by value.
-    let specialization = plan
-        .args
-        .iter()
-        .map(|a| match a {
-            PlanArg::Buffer { .. } => tile_codegen::ArgSpec::of_ptr(0),
-            PlanArg::Scalar {
-                value: Scalar::I(v), ..
-            } => tile_codegen::ArgSpec::of_int(*v),
-            PlanArg::Scalar { .. } => tile_codegen::ArgSpec::default(),
-        })
-        .collect();
+    let started = Instant::now();
+    // The grid is evaluated with the configuration's values (`cdiv(n, BLOCK)`).
+    let mut case = case.clone();
+    case.consts = kernel.consts.clone();
+    let plan = spec::plan(s, &case, kernel).map_err(|d| anyhow::anyhow!("{}", d.message))?;
     let copts = tile_codegen::CompileOptions {
         target: g.target.clone(),
-        num_warps: kernel.warps.first().copied().unwrap_or(4),
-        specialization,
+        num_warps: config.num_warps,
+        specialization: tune::plan_specialization(&plan.args),
     };
-    let compiled = tile_codegen::compile(kernel, &copts)?;
-    let cubin = match &g.ptxas {
-        Some(p) => Some(
-            tile_codegen::ptxas::assemble(p, &compiled.ptx, g.target.sm)
-                .map_err(|e| anyhow::anyhow!(e))?
-                .0,
-        ),
-        None => None,
-    };
-    let image = match &cubin {
-        Some(b) => Image::Cubin(b),
-        None => Image::Ptx(&compiled.ptx),
-    };
-    let f = g.gpu.load(image, &compiled.name, compiled.smem_bytes)?;
+    let (compiled, f) = tune::build(&g.gpu, kernel, &copts, g.ptxas.as_deref())?;
+    let compile_ms = started.elapsed().as_secs_f64() * 1e3;
     let mut bytes = 0.0;
     let mut bufs = Vec::new();
     for (i, a) in plan.args.iter().enumerate() {
@@ -196,7 +274,7 @@ fn bench_case(
         &opts.timing,
     )?;
     let flops = match &s.flops {
-        Some(e) => spec::eval_in_case(e, case, kernel)
+        Some(e) => spec::eval_in_case(e, &case, kernel)
             .map_err(|d| anyhow::anyhow!("{}", d.message))?
             .as_f64(),
         None => 0.0,
@@ -226,38 +304,54 @@ fn bench_case(
         bytes,
         flops,
         registers: f.registers,
+        config: format!("{}", ConfigLabel(config)),
+        compile_ms,
     })
 }
 
-fn json_str(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+/// A configuration without the values every case of the spec fixes anyway (dtypes): the
+/// tuned values, warps and stages.
+struct ConfigLabel<'a>(&'a Config);
+
+impl std::fmt::Display for ConfigLabel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (n, v) in &self.0.consts {
+            if !matches!(v, ConstValue::DType(_)) {
+                write!(f, "{n}={v} ")?;
+            }
+        }
+        write!(f, "warps={}", self.0.num_warps)
+    }
 }
 
-/// The results in `bench/README.md`'s format (written by hand: a handful of flat records).
-fn json(results: &[BenchResult], copy_gbps: f64, gpu: &Gpu) -> String {
-    let cases: Vec<String> = results
+/// The results in `bench/README.md`'s format.
+fn json(results: &[BenchResult], copy_gbps: f64, gpu: &Gpu, config: ConfigSource) -> anyhow::Result<String> {
+    let cases: Vec<serde_json::Value> = results
         .iter()
         .map(|r| {
-            format!(
-                "{{\"kernel\": {}, \"dtype\": {}, \"label\": {}, \"median_ms\": {}, \"p10_ms\": {}, \"p90_ms\": {}, \"runs\": {}, \"bytes\": {}, \"flops\": {}, \"gbps\": {}, \"tflops\": {}, \"registers\": {}}}",
-                json_str(&r.kernel),
-                json_str(&r.dtype),
-                json_str(&r.label),
-                r.median_ms,
-                r.p10_ms,
-                r.p90_ms,
-                r.runs,
-                r.bytes,
-                r.flops,
-                r.gbps(),
-                r.tflops(),
-                r.registers
-            )
+            serde_json::json!({
+                "kernel": r.kernel,
+                "dtype": r.dtype,
+                "label": r.label,
+                "median_ms": r.median_ms,
+                "p10_ms": r.p10_ms,
+                "p90_ms": r.p90_ms,
+                "runs": r.runs,
+                "bytes": r.bytes,
+                "flops": r.flops,
+                "gbps": r.gbps(),
+                "tflops": r.tflops(),
+                "registers": r.registers,
+                "config": r.config,
+                "compile_ms": r.compile_ms,
+            })
         })
         .collect();
-    format!(
-        "{{\"gpu\": {}, \"ceilings\": {{\"copy_gbps\": {copy_gbps}}}, \"cases\": [\n  {}\n]}}\n",
-        json_str(&gpu.name()),
-        cases.join(",\n  ")
-    )
+    let doc = serde_json::json!({
+        "gpu": gpu.name(),
+        "config_source": format!("{config:?}").to_lowercase(),
+        "ceilings": { "copy_gbps": copy_gbps },
+        "cases": cases,
+    });
+    Ok(serde_json::to_string_pretty(&doc)? + "\n")
 }

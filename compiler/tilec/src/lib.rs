@@ -97,6 +97,15 @@ enum Command {
         /// GPU target to compile for: 80, 89, 90 or 90a.
         #[arg(long, default_value = "90a")]
         sm: String,
+        /// Where each case's configuration comes from: `tuned` (the autotuner's winner among
+        /// the model's top candidates on that case, cached on disk), `model` (the static
+        /// choice, as `tilec explain` prints it) or `spec` (the run spec's values, else the
+        /// first candidates).
+        #[arg(long, value_enum, default_value_t = bench::ConfigSource::Tuned)]
+        config: bench::ConfigSource,
+        /// With `--config tuned`: candidates timed per case.
+        #[arg(long, default_value_t = 4)]
+        top_k: usize,
     },
     /// Choose a kernel's configuration (tuned values, warps, stages) by the static model and
     /// show the estimates, the rewrites applied, and why every other candidate lost.
@@ -205,11 +214,15 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             runs,
             json,
             sm,
+            config,
+            top_k,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
             let backend = gpu_backend(&sm, out)?;
             let opts = bench::BenchOptions {
                 json,
+                config,
+                top_k,
                 timing: tile_runtime::TimingOptions {
                     runs,
                     ..Default::default()

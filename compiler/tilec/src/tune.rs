@@ -116,15 +116,13 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
         }
     }
     if let Some(path) = &a.json {
-        let text = format!(
-            "{{\"gpu\": {}, \"compute_capability\": \"{}.{}\", \"target\": {}, \"cases\": [\n  {}\n]}}\n",
-            json_str(&gpu.name()),
-            cc.0,
-            cc.1,
-            json_str(opts.target.sm),
-            records.join(",\n  ")
-        );
-        std::fs::write(path, text)?;
+        let doc = serde_json::json!({
+            "gpu": gpu.name(),
+            "compute_capability": format!("{}.{}", cc.0, cc.1),
+            "target": opts.target.sm,
+            "cases": records,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
         writeln!(out, "wrote {}", path.display())?;
     }
     writeln!(out, "tune: {} cases tuned, {failures} failed", records.len())?;
@@ -190,44 +188,32 @@ fn report(out: &mut dyn Write, t: &Tuned, summary: bool) -> std::io::Result<()> 
     Ok(())
 }
 
-fn json_str(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-fn json_num(x: f64) -> String {
-    if x.is_finite() { x.to_string() } else { "null".into() }
-}
-
-/// One case as JSON (written by hand: a few flat records, as `tilec bench` does).
-fn json_record(kernel: &str, case: &spec::Case, t: &Tuned) -> String {
-    let cands: Vec<String> = t
+/// One case as JSON.
+fn json_record(kernel: &str, case: &spec::Case, t: &Tuned) -> serde_json::Value {
+    let cands: Vec<serde_json::Value> = t
         .timed
         .iter()
         .map(|c| {
-            let (ms, error) = match &c.median_ms {
-                Ok(ms) => (json_num(*ms), "null".to_string()),
-                Err(e) => ("null".to_string(), json_str(e)),
-            };
-            format!(
-                "{{\"config\": {}, \"model_us\": {}, \"median_ms\": {ms}, \"error\": {error}, \"registers\": {}, \"static\": {}}}",
-                json_str(&c.config.to_string()),
-                json_num(c.estimate_s * 1e6),
-                c.registers,
-                c.candidate == t.choice.chosen
-            )
+            serde_json::json!({
+                "config": c.config.to_string(),
+                "model_us": c.estimate_s * 1e6,
+                "median_ms": c.median_ms.as_ref().ok(),
+                "error": c.median_ms.as_ref().err(),
+                "registers": c.registers,
+                "static": c.candidate == t.choice.chosen,
+            })
         })
         .collect();
-    let static_ms = t.static_ms().map_or("null".into(), json_num);
-    let ratio = t.static_ms().map_or("null".into(), |s| json_num(s / t.winner_ms));
-    format!(
-        "{{\"kernel\": {}, \"case\": {}, \"static\": {}, \"static_ms\": {static_ms}, \"best\": {}, \"best_ms\": {}, \"ratio\": {ratio}, \"from_cache\": {}, \"key\": \"{}\", \"candidates\": [{}]}}",
-        json_str(kernel),
-        json_str(&case.label()),
-        json_str(&t.choice.best().config.to_string()),
-        json_str(&t.winner.to_string()),
-        json_num(t.winner_ms),
-        t.from_cache,
-        t.key.hex(),
-        cands.join(", ")
-    )
+    serde_json::json!({
+        "kernel": kernel,
+        "case": case.label(),
+        "static": t.choice.best().config.to_string(),
+        "static_ms": t.static_ms(),
+        "best": t.winner.to_string(),
+        "best_ms": t.winner_ms,
+        "ratio": t.static_ms().map(|s| s / t.winner_ms),
+        "from_cache": t.from_cache,
+        "key": t.key.hex(),
+        "candidates": cands,
+    })
 }

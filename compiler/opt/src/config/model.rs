@@ -36,6 +36,10 @@ struct Regs<'a> {
     max_vec: usize,
     /// Constants are immediates in the PTX: they take no register.
     consts: HashSet<ValueId>,
+    /// Tiles computed from indices alone (see [`index_tiles`]).
+    index: HashSet<ValueId>,
+    /// Scalars broadcast to a tile: every element is the one register of the scalar.
+    splats: HashSet<ValueId>,
 }
 
 impl Regs<'_> {
@@ -44,7 +48,20 @@ impl Regs<'_> {
             return 0;
         }
         let t = self.k.ty(v);
-        estimate::elems_per_thread(&t.shape, self.threads, self.max_vec) * words(t.elem)
+        if self.splats.contains(&v) {
+            return words(t.elem);
+        }
+        let elems = estimate::elems_per_thread(&t.shape, self.threads, self.max_vec);
+        // Only for effectively 1-D tiles: a 2-D index tile with several rows is built by
+        // broadcasting through shared memory and accessed element by element, one address and
+        // one predicate each (ptxas spilled predicates of row_reduce's [8, 256] at 80 registers).
+        let one_row = t.shape.iter().rev().skip(1).all(|&d| d == 1);
+        let held = if one_row && self.index.contains(&v) {
+            elems.div_ceil(self.max_vec)
+        } else {
+            elems
+        };
+        held * words(t.elem)
     }
 
     fn sum(&self, vs: impl Iterator<Item = ValueId>) -> usize {
@@ -100,19 +117,54 @@ fn sub_reads(r: &Region, v: ValueId) -> bool {
     })
 }
 
+/// Tiles computed from indices alone: `arange`, program ids, constants and scalars, through
+/// elementwise ops, broadcasts, reshapes and pointer adds. ptxas does not keep such a tile's
+/// elements in registers: it recomputes one address or predicate per vector access from the
+/// thread index, so the model charges one value per vector chunk for 1-D tiles (measured: the
+/// per-element charge overestimated softmax and vector_add by up to 300 registers,
+/// docs/optimizer.md).
+fn index_tiles(k: &Kernel) -> HashSet<ValueId> {
+    let mut index: HashSet<ValueId> = HashSet::new();
+    k.walk(&mut |op| {
+        let derived = match op.kind {
+            OpKind::Const(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) | OpKind::Arange { .. } => true,
+            OpKind::Broadcast
+            | OpKind::ExpandDims(_)
+            | OpKind::Reshape
+            | OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Cmp(_)
+            | OpKind::Select
+            | OpKind::Cast(_)
+            | OpKind::Fma
+            | OpKind::PtrAdd => op
+                .operands
+                .iter()
+                .all(|v| index.contains(v) || k.ty(*v).shape.is_empty()),
+            _ => false,
+        };
+        if derived {
+            index.extend(op.results.iter().copied());
+        }
+    });
+    index
+}
+
 /// Estimated 32-bit registers per thread for `k` in blocks of `threads` threads.
 pub fn registers(k: &Kernel, threads: u32) -> u32 {
-    let mut consts = HashSet::new();
-    k.walk(&mut |op| {
-        if let OpKind::Const(_) = op.kind {
-            consts.extend(op.results.iter().copied());
-        }
+    let (mut consts, mut splats) = (HashSet::new(), HashSet::new());
+    k.walk(&mut |op| match op.kind {
+        OpKind::Const(_) => consts.extend(op.results.iter().copied()),
+        OpKind::Broadcast if k.ty(op.operands[0]).shape.is_empty() => splats.extend(op.results.iter().copied()),
+        _ => {}
     });
     let r = Regs {
         k,
         threads,
         max_vec: estimate::max_vec(k),
         consts,
+        index: index_tiles(k),
+        splats,
     };
     let mut defs: Vec<ValueId> = k.params.iter().map(|p| p.value).collect();
     defs.extend(k.body.args.iter().copied());
