@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """Joins tile's results with the peers' (bench/peers.py) and prints one markdown table.
 
-    python3 bench/report.py TILE.json PEERS.json [--plot bandwidth.png | --no-plot] [--out report.md]
+    python3 bench/report.py TILE.json PEERS.json [--launch LAUNCH.json] [--out report.md]
 
-Standard library only; the bandwidth plot is drawn only if matplotlib can be imported.
+Standard library only. The plot is drawn by the Rust side: `cargo run --release -p
+tile-bench-plot -- TILE.json PEERS.json --out bandwidth.png`. LAUNCH.json is what
+`launch_overhead --json` writes: tile's launch overhead and its JIT's disk-cache hit time.
 Speedups are peer time / tile time: above 1 means tile is faster.
 """
 
 import argparse
 import json
-import os
 import sys
 
 PEER_COLS = ("triton", "torch", "torch.compile")
-MEMORY_KERNELS = ("vector_add", "softmax", "layernorm", "rmsnorm")
+# The tile case whose compile time stands next to each of Triton's compile timings.
+COMPILE_CASES = {
+    "softmax": ("softmax", "f32", "rows=4096 cols=4096"),
+    "matmul": ("matmul", "bf16", "M=4096 N=4096 K=4096"),
+}
 
 
 def load(path):
@@ -70,8 +75,8 @@ def main():
     ap = argparse.ArgumentParser(description="tile vs Triton vs torch: one markdown table")
     ap.add_argument("tile", help="tile's results JSON")
     ap.add_argument("peers", help="bench/peers.py's JSON")
-    ap.add_argument("--plot", default="bandwidth.png", help="PNG path for the bandwidth plot")
-    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--launch", default=None, help="launch_overhead --json output")
+    ap.add_argument("--no-plot", action="store_true", help="accepted for old scripts; plots are drawn by tile-plot")
     ap.add_argument("--out", default=None, help="also write the markdown to this file")
     args = ap.parse_args()
 
@@ -152,6 +157,18 @@ def main():
             f_x(cells[0][1], tms), f_x(cells[1][1], tms), f_x(cells[2][1], tms)]) + " |")
 
     # launch overhead and compile time, as rows of the same table
+    launch = {}
+    if args.launch:
+        with open(args.launch) as f:
+            launch = json.load(f)
+        tile["launch_us"] = launch.get("jit_us")
+    # tile cold = `tilec bench`'s own compile of that case (check, LLVM, ptxas, load);
+    # cached = the JIT's disk-cache hit (launch_overhead, vector_add).
+    tile.setdefault("compile_ms", {})
+    for name, key in COMPILE_CASES.items():
+        c = tcase.get(key)
+        if c and num(c.get("compile_ms")) is not None:
+            tile["compile_ms"][name] = {"cold": c["compile_ms"], "cached": num(launch.get("disk_ms"))}
     tl_us = tile.get("launch_us")
     pl = peers.get("launch_us") or {}
     if isinstance(tl_us, dict):  # tolerate {"tile": x} or similar
@@ -161,7 +178,8 @@ def main():
         tr, to = num(pl.get("triton")), num(pl.get("torch"))
         lines.append("| " + " | ".join([
             "launch overhead", "—", "µs per launch (host)",
-            f"{tl_us:.1f} µs" if tl_us is not None else "—", "—", "—",
+            f"{tl_us:.1f} µs" if tl_us is not None else "—",
+            f"raw driver {launch['raw_us']:.1f} µs" if num(launch.get("raw_us")) is not None else "—", "—",
             f"{tr:.1f} µs" if tr is not None else "—",
             f"{to:.1f} µs (eager)" if to is not None else "—", "—",
             f_x(tr, tl_us), f_x(to, tl_us), "—"]) + " |")
@@ -197,60 +215,18 @@ def main():
         for k, n, p in bad:
             lines.append(f"- {' '.join(k)} {n}: {p.get('check') or p.get('error')}")
 
+    if tcomp:
+        lines.append("")
+        lines.append("tile's compile times: cold = source → loaded cubin for that case in `tilec bench` "
+                     "(parse, check, LLVM, ptxas, driver load; LLVM already initialised, as Triton's "
+                     "child process initialises its driver first); cached = the JIT's disk-cache hit "
+                     "(read, check, driver load) measured on vector_add by launch_overhead.")
     text = "\n".join(lines)
     print(text)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
 
-    if not args.no_plot:
-        plot(args.plot, order, tcase, pcase, copy_gbps)
-
-
-def plot(path, order, tcase, pcase, copy_gbps):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as e:  # noqa: BLE001 - optional
-        print(f"\n(no plot: matplotlib not importable: {e})", file=sys.stderr)
-        return
-    kernels = [k for k in MEMORY_KERNELS if any(key[0] == k for key in order)]
-    if not kernels:
-        print("\n(no plot: no memory-bound cases)", file=sys.stderr)
-        return
-    fig, axes = plt.subplots(1, len(kernels), figsize=(5 * len(kernels), 4), squeeze=False)
-    for ax, kernel in zip(axes[0], kernels):
-        keys = [k for k in order if k[0] == kernel]
-        series = {}
-        for key in keys:
-            src = [("tile", tcase.get(key))] + [(n, p) for n, p in pcase.get(key, {}).items()]
-            for name, c in src:
-                if not c:
-                    continue
-                v, unit = rate(c)
-                b = num(c.get("bytes"))
-                if v is None or b is None or unit != "GB/s":
-                    continue
-                series.setdefault((name, key[1]), []).append((b, v))
-        for (name, dtype), pts in sorted(series.items()):
-            pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                    linestyle="-" if name == "tile" else "--", label=f"{name} {dtype}")
-        if copy_gbps:
-            ax.axhline(copy_gbps, color="black", linewidth=1, label="copy ceiling")
-        ax.set_ylim(bottom=0)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("bytes moved")
-        ax.set_ylabel("GB/s")
-        ax.set_title(kernel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    print(f"\nwrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@
 //! launches are also timed in bursts of 100 with an untimed synchronisation between bursts: the
 //! host's own cost per launch.
 //!
+//! With `--json PATH` it also writes the headline figures (`jit_us`, `raw_us`: host time per
+//! launch in bursts; `cold_ms`, `disk_ms`: the JIT's cold compile and disk-cache hit) for
+//! `bench/report.py --launch PATH`.
+//!
 //! Without a GPU (or its driver) it says so and exits with status 1.
 
 use std::ffi::c_void;
@@ -301,6 +305,21 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // GPU drains it slower than the host fills it, the bursts (queue never full) tell the truth.
     if jit.burst.as_secs_f64() < 0.8 * jit.enqueue.as_secs_f64() {
         println!("  (back to back, the launch queue filled: the bursts column is the host's own cost)");
+    }
+
+    if let Some(i) = std::env::args().position(|a| a == "--json") {
+        let path = std::env::args().nth(i + 1).ok_or("--json needs a path")?;
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let json = serde_json::json!({
+            "kernel": "vector_add",
+            "jit_us": us(jit.burst),
+            "raw_us": us(raw.burst),
+            "builder_us": us(builder.burst),
+            "cold_ms": t_cold.as_secs_f64() * 1e3,
+            "disk_ms": t_disk.as_secs_f64() * 1e3,
+        });
+        std::fs::write(&path, json.to_string() + "\n")?;
+        println!("wrote {path}");
     }
 
     if out.download()? != [3.0] {

@@ -30,7 +30,7 @@ use crate::gpu::{DeviceBuffer, Gpu, Image, KernelArg, RuntimeError};
 use crate::timing::TimingOptions;
 
 /// Bump when the entry layout or the key's meaning changes: part of every key.
-pub const TUNE_FORMAT: u32 = 1;
+pub const TUNE_FORMAT: u32 = 2;
 
 /// The problem the candidates are timed on.
 pub enum Problem<'a> {
@@ -462,7 +462,13 @@ pub fn plan_choice(req: &TuneRequest<'_>, target: &Target) -> Result<(Choice, Pi
         Problem::Case { case, .. } => case_pins(&file, req.kernel, &req.pins, case),
         Problem::Launch { .. } => req.pins.clone(),
     };
-    let choice = config::choose(req.source, &file, req.kernel, &pins, &desc)?;
+    let on = match &req.problem {
+        Problem::Case { spec, case } => Some((*spec, *case)),
+        Problem::Launch { .. } => None,
+    };
+    let choice = config::choose_on(req.source, &file, req.kernel, &pins, &desc, on)?;
+    // The key must tell apart cases whose computed values (`BLOCK: next_pow2(cols)`) differ.
+    let pins = choice.pins.clone();
     Ok((choice, pins))
 }
 

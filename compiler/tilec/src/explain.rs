@@ -92,7 +92,24 @@ fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDesc) -> std:
         micros(e.alu_s),
         micros(e.smem_s)
     )?;
-    writeln!(out, "rewrites applied: none (the rewriter is not wired in yet)")?;
+    match best.kernel.as_ref().map(|k| tile_opt::egraph::optimize(k, &Default::default())) {
+        Some(Ok((_, r))) => {
+            let rules: Vec<String> = r.applied.iter().map(|(n, c)| format!("{n} x{c}")).collect();
+            writeln!(
+                out,
+                "rewrites (exact rules; applied with `tilec compile --opt`): {} -> {} ops; {}",
+                r.ops_before,
+                r.ops_after,
+                if rules.is_empty() {
+                    "no rule fired".to_string()
+                } else {
+                    rules.join(", ")
+                }
+            )?;
+        }
+        Some(Err(e)) => writeln!(out, "rewrites: the optimizer failed: {e}")?,
+        None => writeln!(out, "rewrites: no checked kernel")?,
+    }
     let feasible = c.candidates.iter().filter(|c| c.feasible()).count();
     writeln!(out, "candidates: {} ({} feasible)", c.candidates.len(), feasible)?;
     for cand in &c.candidates {

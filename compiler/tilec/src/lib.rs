@@ -65,6 +65,8 @@ enum Command {
         /// Print each kernel's parse, check, codegen and ptxas wall times to stderr.
         #[arg(long)]
         timings: bool,
+        #[command(flatten)]
+        opt: OptArgs,
     },
     /// Run each file's `run` specs and compare with their references: on the GPU (and with
     /// the interpreter), or with `--interpret` on the interpreter alone.
@@ -80,6 +82,8 @@ enum Command {
         /// GPU target to compile for: 80, 89, 90 or 90a.
         #[arg(long, default_value = "90a")]
         sm: String,
+        #[command(flatten)]
+        opt: OptArgs,
     },
     /// Time each run spec's `bench(..)` cases on the GPU (CUDA events, L2 flushed between runs).
     Bench {
@@ -132,6 +136,27 @@ enum Command {
     Tune(tune::TuneArgs),
 }
 
+/// The e-graph rewriter between the checker and codegen (off by default: see docs/optimizer.md).
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct OptArgs {
+    /// Rewrite the IR with the e-graph optimizer's exact rules before codegen (and, for
+    /// `verify`, before the interpreter too).
+    #[arg(long)]
+    opt: bool,
+    /// With --opt: also the fast-math rules, which change rounding (errors in docs/optimizer.md).
+    #[arg(long, requires = "opt")]
+    fast_math: bool,
+}
+
+impl OptArgs {
+    pub fn options(&self) -> Option<tile_opt::egraph::OptOptions> {
+        self.opt.then(|| tile_opt::egraph::OptOptions {
+            fast_math: self.fast_math,
+            ..Default::default()
+        })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Stage {
     Ast,
@@ -171,13 +196,14 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             output,
             timings,
             assume_aligned,
+            opt,
         } => cmd_compile(
             &file,
             &emit,
             &defines,
             kernel.as_deref(),
             &sm,
-            (num_warps, assume_aligned),
+            (num_warps, assume_aligned, opt.options()),
             output.as_deref(),
             timings,
             out,
@@ -204,9 +230,10 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             all,
             interpret,
             sm,
+            opt,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
-            cmd_verify(&files, interpret, &sm, out, err)
+            cmd_verify(&files, (interpret, opt.options()), &sm, out, err)
         }),
         Command::Bench {
             mut files,
@@ -354,7 +381,7 @@ fn cmd_compile(
     defines: &[String],
     kernel: Option<&str>,
     sm: &str,
-    (num_warps, assume_aligned): (Option<u32>, bool),
+    (num_warps, assume_aligned, rewrite): (Option<u32>, bool, Option<tile_opt::egraph::OptOptions>),
     output: Option<&Path>,
     timings: bool,
     out: &mut dyn Write,
@@ -391,6 +418,10 @@ fn cmd_compile(
         let t = &mut times.last_mut().expect("just pushed").1;
         match checked {
             Ok(k) => {
+                let k = match &rewrite {
+                    Some(o) => tile_opt::egraph::optimize(&k, o)?.0,
+                    None => k,
+                };
                 if emit.contains(&Stage::Ir) {
                     write!(out, "{k}")?;
                 }
@@ -530,7 +561,7 @@ impl CaseResult {
 
 /// Runs every case of every run spec in `text` on the interpreter.
 pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
-    verify(text, None)
+    verify(text, None, None)
 }
 
 /// Opens GPU 0 for `sm` and says which GPU it is.
@@ -561,7 +592,12 @@ pub struct GpuBackend {
 
 /// Runs every case of every run spec in `text`: on the GPU when one is given (comparing with
 /// the reference and with the interpreter), else on the interpreter.
-pub fn verify(text: &str, gpu: Option<&GpuBackend>) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
+/// With `rewrite`, each checked kernel goes through the e-graph optimizer first.
+pub fn verify(
+    text: &str,
+    gpu: Option<&GpuBackend>,
+    rewrite: Option<&tile_opt::egraph::OptOptions>,
+) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
     let c = check_source(text, &vec![]);
     if !c.diags.is_empty() {
         return Err(c.diags);
@@ -599,7 +635,7 @@ pub fn verify(text: &str, gpu: Option<&GpuBackend>) -> Result<Vec<CaseResult>, V
                 millis: 0.0,
                 printed: vec![],
             };
-            match run_case(text, &ast, s, case, seed(&s.kernel, i), reference, gpu) {
+            match run_case(text, &ast, s, case, seed(&s.kernel, i), reference, (gpu, rewrite)) {
                 Ok((c, printed)) => {
                     r.comparisons = c;
                     r.printed = printed;
@@ -622,10 +658,16 @@ fn run_case(
     case: &Case,
     seed: u64,
     reference: Option<spec::Reference>,
-    gpu: Option<&GpuBackend>,
+    (gpu, rewrite): (Option<&GpuBackend>, Option<&tile_opt::egraph::OptOptions>),
 ) -> Result<CaseOutcome, String> {
     let render = |d: Vec<Diagnostic>| diag::render("spec", text, &d);
     let kernel = check::check_kernel(text, ast, &s.kernel, &case.consts).map_err(render)?;
+    let kernel = match rewrite {
+        Some(o) => tile_opt::egraph::optimize(&kernel, o)
+            .map_err(|e| format!("optimizer: {e}"))?
+            .0,
+        None => kernel,
+    };
     let mut p = spec::prepare(s, case, &kernel, seed).map_err(|d| render(vec![d]))?;
     let Some(reference) = reference else {
         return Err("the run spec names no `reference(..)`".into());
@@ -749,7 +791,7 @@ fn from_bytes(name: &str, d: DType, bytes: &[u8]) -> interp::Buffer {
 
 fn cmd_verify(
     files: &[PathBuf],
-    interpret: bool,
+    (interpret, rewrite): (bool, Option<tile_opt::egraph::OptOptions>),
     sm: &str,
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
@@ -758,7 +800,7 @@ fn cmd_verify(
     let (mut passed, mut failed) = (0, 0);
     for f in files {
         let src = read(f)?;
-        match verify(&src.text, backend.as_ref()) {
+        match verify(&src.text, backend.as_ref(), rewrite.as_ref()) {
             Err(d) => {
                 diag::emit(err, &src.name, &src.text, &d);
                 failed += 1;

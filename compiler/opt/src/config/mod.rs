@@ -152,6 +152,9 @@ pub struct Choice {
     pub tuned: Vec<String>,
     /// Where the roofline's problem size came from.
     pub problem: String,
+    /// The pins the candidates were enumerated with: the caller's, plus the values the run
+    /// spec computes from the problem's sizes.
+    pub pins: Pins,
     pub candidates: Vec<Candidate>,
     pub chosen: usize,
 }
@@ -448,11 +451,38 @@ pub fn candidates(
     Ok((out, tuned.into_iter().map(|(n, _)| n).collect()))
 }
 
-/// Chooses the configuration of `kernel` for target `t`.
+/// Chooses the configuration of `kernel` for target `t`, estimated on the largest `bench(..)`
+/// case of its run specs (see [`choose_on`] for a given case).
 pub fn choose(src: &str, file: &ast::File, kernel: &str, pins: &Pins, t: &TargetDesc) -> Result<Choice, ConfigError> {
-    let prob = problem(file, kernel)?;
-    let pins = &prob.constraint_pins(pins);
-    let (configs, tuned) = candidates(src, file, kernel, pins)?;
+    choose_on(src, file, kernel, pins, t, None)
+}
+
+/// [`choose`] on a given run spec's case (`None`: the largest bench case): the roofline uses its
+/// sizes, and the values its spec computes from them (`BLOCK: next_pow2(cols)`) are pinned.
+pub fn choose_on(
+    src: &str,
+    file: &ast::File,
+    kernel: &str,
+    pins: &Pins,
+    t: &TargetDesc,
+    on: Option<(&spec::RunSpec, &spec::Case)>,
+) -> Result<Choice, ConfigError> {
+    let prob = match on {
+        Some((s, c)) => Problem {
+            label: format!(
+                "case: {}",
+                c.sizes
+                    .iter()
+                    .map(|(n, v)| format!("{n}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            spec: Some((s.clone(), c.clone())),
+        },
+        None => problem(file, kernel)?,
+    };
+    let pins = prob.constraint_pins(pins);
+    let (configs, tuned) = candidates(src, file, kernel, &pins)?;
     let max_warps = t.target.max_threads_per_block / t.target.warp_size;
     let mut cands = Vec::new();
     for config in configs {
@@ -555,6 +585,7 @@ pub fn choose(src: &str, file: &ast::File, kernel: &str, pins: &Pins, t: &Target
         kernel: kernel.into(),
         tuned,
         problem: prob.label,
+        pins,
         candidates: cands,
         chosen,
     })

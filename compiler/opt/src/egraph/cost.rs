@@ -2,7 +2,7 @@
 //! scalar op before a broadcast is much cheaper than the same op on the whole tile.
 
 use egg::{CostFunction, Id, Language};
-use tile_lang::ir::UnaryOp;
+use tile_lang::ir::{OpKind, UnaryOp};
 
 use super::analysis::{EG, node_type};
 use super::lang::{NodeClass, TileLang};
@@ -53,7 +53,17 @@ impl CostFunction<TileLang> for TileCost<'_> {
     where
         C: FnMut(Id) -> f64,
     {
-        let numel = node_type(self.egraph, n).map_or(1, |t| t.numel()) as f64;
+        let mut numel = node_type(self.egraph, n).map_or(1, |t| t.numel()) as f64;
+        // A reduction, scan or dot does work for every element of its (first) operand.
+        if let TileLang::Pure(k, kids) = n
+            && !kids.is_empty()
+            && matches!(
+                self.egraph.analysis.pure[k.0 as usize].0,
+                OpKind::Reduce { .. } | OpKind::ArgReduce { .. } | OpKind::Scan { .. } | OpKind::Dot(_)
+            )
+        {
+            numel = numel.max(super::analysis::ty(self.egraph, kids[0]).map_or(1, |t| t.numel()) as f64);
+        }
         // A tile constant is materialised as a scalar constant and a broadcast.
         let own = match n {
             TileLang::Const(k) if !k.shape.is_empty() => 0.05 * numel,

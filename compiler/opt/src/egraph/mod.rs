@@ -9,6 +9,7 @@
 mod analysis;
 mod convert;
 mod cost;
+mod fuse;
 mod lang;
 pub mod rules;
 #[cfg(test)]
@@ -101,14 +102,16 @@ pub fn optimize(kernel: &Kernel, opts: &OptOptions) -> Result<(Kernel, Report), 
         args: vec![],
         ops: st.region(&kernel.body, &env)?,
     };
-    let out = Kernel {
+    let mut out = Kernel {
         params,
         body,
         values: st.values,
         ..kernel.clone()
     };
-    verify(&out).map_err(|e| OptError::Verify(format!("{e:?}")))?;
     let mut report = st.report;
+    let allowed = |name: &str| opts.only_rules.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
+    fuse::fuse(&mut out, &allowed, &mut report.applied);
+    verify(&out).map_err(|e| OptError::Verify(format!("{e:?}")))?;
     report.ops_before = count_ops(kernel);
     report.ops_after = count_ops(&out);
     report.time = started.elapsed();

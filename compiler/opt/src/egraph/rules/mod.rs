@@ -17,6 +17,7 @@ pub mod casts;
 pub mod division;
 pub mod exp_log;
 pub mod masks;
+pub mod reductions;
 pub mod strength;
 
 pub type Rw = Rewrite<TileLang, TileAnalysis>;
@@ -30,10 +31,12 @@ pub fn all(opts: &OptOptions) -> Vec<Rw> {
     r.extend(casts::rules());
     r.extend(masks::rules());
     r.extend(broadcast::rules());
+    r.extend(reductions::rules());
     if opts.fast_math {
         r.extend(algebra::fast_math());
         r.extend(division::fast_math());
         r.extend(exp_log::fast_math());
+        r.extend(reductions::fast_math());
     }
     if let Some(only) = &opts.only_rules {
         r.retain(|rw| only.iter().any(|n| n.as_str() == rw.name.as_str()));
