@@ -7,7 +7,8 @@
 # (no step named: verify bench peers launch). Writes into OUTDIR: verify.log (tilec verify
 # --all, plain and with --opt), tile.json + bench.log (tilec bench --all), peers.json +
 # peers.log (bench/peers.py), launch.log (launch overhead and JIT compile/cached times),
-# tune-NAME.json + tune.log (exhaustive sweeps), and report.md (bench/report.py's table).
+# launch.json, tune-NAME.json + tune.log (exhaustive sweeps), and report.md (bench/report.py's
+# table). The plot is drawn afterwards, on any machine, by `tile-plot` (bench/plot).
 # Each step has its own time limit so one slow step cannot eat the others' time.
 set -u
 out=${1:?usage: bash bench/run-on-gpu.sh OUTDIR [steps..]}
@@ -33,7 +34,7 @@ for step in $steps; do
       timeout 420 python3 bench/peers.py --json "$out/peers.json" > "$out/peers.log" 2>&1
       tail -1 "$out/peers.log" ;;
     launch)
-      timeout 120 ./target/release/examples/launch_overhead > "$out/launch.log" 2>&1
+      timeout 120 ./target/release/examples/launch_overhead --json "$out/launch.json" > "$out/launch.log" 2>&1
       grep -E 'JitKernel|raw cuLaunchKernel|cold|disk cache' "$out/launch.log" ;;
     sweep=*)
       for f in $(echo "${step#sweep=}" | tr ',' ' '); do
@@ -44,5 +45,7 @@ for step in $steps; do
   esac
 done
 if [ -f "$out/tile.json" ] && [ -f "$out/peers.json" ]; then
-  python3 bench/report.py "$out/tile.json" "$out/peers.json" --out "$out/report.md" --no-plot > /dev/null && echo "wrote $out/report.md"
+  launch=()
+  [ -f "$out/launch.json" ] && launch=(--launch "$out/launch.json")
+  python3 bench/report.py "$out/tile.json" "$out/peers.json" "${launch[@]}" --out "$out/report.md" > /dev/null && echo "wrote $out/report.md"
 fi

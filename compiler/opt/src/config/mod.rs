@@ -330,19 +330,25 @@ pub fn estimate(k: &Kernel, num_warps: u32, launch: &Launch, t: &TargetDesc) -> 
     let programs = launch.grid.iter().map(|g| *g as u64).product::<u64>();
     let w = work(k, threads, launch);
     // Programs spread over the SMs; each SM runs its share in waves of `resident` blocks, at a
-    // rate scaled down when too few warps are resident to hide latency.
+    // rate scaled down when too few load bytes (DRAM) or warps (ALU, shared memory) are in
+    // flight to hide latency.
     let per_sm = programs.div_ceil(t.sms as u64).max(1) as f64;
     let resident = (blocks.max(1) as f64).min(per_sm);
     let warps = resident * num_warps as f64;
     let waves = (per_sm / resident).ceil();
     let sms = t.sms as f64;
-    let term = |per_program: f64, rate: f64, saturating: u32| {
-        let efficiency = (warps / saturating as f64).min(1.0);
-        waves * resident * per_program / (rate / sms * efficiency)
+    let term = |per_program: f64, rate: f64, efficiency: f64| waves * resident * per_program / (rate / sms * efficiency);
+    let by_warps = |saturating: u32| (warps / saturating as f64).min(1.0);
+    // DRAM stays busy when enough load bytes are in flight per SM: the resident programs' loads
+    // issued together (a whole row, or one loop iteration's tiles).
+    let mem_efficiency = if w.burst_bytes > 0.0 {
+        (resident * w.burst_bytes / t.mem_bytes_in_flight).min(1.0)
+    } else {
+        by_warps(t.mem_saturating_warps)
     };
-    let dram_s = term(w.dram_bytes, t.dram_bytes_per_s, t.mem_saturating_warps);
-    let alu_s = term(w.insts, t.insts_per_s, t.alu_saturating_warps);
-    let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, t.alu_saturating_warps);
+    let dram_s = term(w.dram_bytes, t.dram_bytes_per_s, mem_efficiency);
+    let alu_s = term(w.insts, t.insts_per_s, by_warps(t.alu_saturating_warps));
+    let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, by_warps(t.alu_saturating_warps));
     Estimate {
         registers: regs,
         reg_budget: t.reg_budget(threads),

@@ -28,8 +28,12 @@ pub struct TargetDesc {
     /// on row_reduce (ROWS=8 BLOCK=256, 2 warps) it used 80 registers and spilled where the
     /// model estimated 160, so estimates above this are treated as spilling (docs/optimizer.md).
     pub spill_safe_regs: u32,
-    /// Resident warps per SM at which memory latency is hidden (below it, bandwidth scales down).
+    /// Resident warps per SM at which memory latency is hidden (below it, bandwidth scales
+    /// down), for programs whose loads are not known (no load outside a data-dependent loop).
     pub mem_saturating_warps: u32,
+    /// Global-load bytes per SM that must be in flight to keep DRAM busy (bandwidth per SM ×
+    /// latency); below it, bandwidth scales down.
+    pub mem_bytes_in_flight: f64,
     /// Resident warps per SM at which the ALUs are kept busy.
     pub alu_saturating_warps: u32,
 }
@@ -55,6 +59,8 @@ impl TargetDesc {
             smem_bytes_per_s: 128.0 * 1.98e9 * 132.0,
             spill_safe_regs: 128,
             mem_saturating_warps: 32,
+            // 4.3 TB/s over 132 SMs is 33 GB/s per SM; times ~1 µs of loaded latency.
+            mem_bytes_in_flight: 32.0 * 1024.0,
             alu_saturating_warps: 16,
         }
     }

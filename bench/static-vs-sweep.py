@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Scores the static model against exhaustive sweeps, without a GPU.
+
+    python3 bench/static-vs-sweep.py tune-softmax.json tune-rmsnorm.json ...
+
+Each file is `tilec tune --all-candidates --json` output: every feasible candidate's measured
+median for one bench case. For each case this runs `tilec explain` on the same file and case
+(its fixed values as -D pins) and looks up the time of the candidate the *current* model
+chooses, so a change to the model can be scored on measured data before the next GPU run.
+"""
+import json
+import re
+import subprocess
+import sys
+
+TILEC = "./target/release/tilec"
+
+def main():
+    worst = 0.0
+    for path in sys.argv[1:]:
+        doc = json.load(open(path))
+        kernel_file = "dsl-examples/" + re.sub(r"^.*tune-(.*)\.json$", r"\1", path) + ".tile"
+        for c in doc["cases"]:
+            times = {x["config"]: x["median_ms"] for x in c["candidates"] if x["median_ms"]}
+            # Names whose value differs between candidates were tuned: not pinned here.
+            values = {}
+            for cfg in times:
+                for part in cfg.split():
+                    n, v = part.split("=", 1)
+                    values.setdefault(n, set()).add(v)
+            best = min(times.values())
+            # Values every candidate shares (dtypes, D, CAUSAL, values computed from the sizes).
+            pins = [a for n, vs in sorted(values.items()) if len(vs) == 1 and n not in ("warps", "stages")
+                    for a in ("-D", f"{n}={next(iter(vs))}")]
+            args = [TILEC, "explain", kernel_file, "--kernel", c["kernel"]] + pins
+            r = subprocess.run(args, capture_output=True, text=True)
+            m = re.search(r"^chosen: (.*)$", r.stdout, re.M)
+            if not m:
+                print(f"{' '.join(args)}: {r.stderr.strip()}")
+                continue
+            chosen = m.group(1).strip()
+            ms = times.get(chosen)
+            ratio = ms / best if ms else float("nan")
+            worst = max(worst, ratio) if ms else worst
+            print(f"{c['kernel']:<11} {c['case']:<52} static {chosen:<45} "
+                  f"{'%.4f' % ms if ms else 'not swept':>9} best {best:.4f} ratio {ratio:.3f}")
+    print(f"worst ratio {worst:.3f}")
+
+if __name__ == "__main__":
+    main()
