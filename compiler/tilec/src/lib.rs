@@ -718,7 +718,7 @@ fn run_on_gpu(
     p: &spec::Prepared,
     initial: Vec<interp::Buffer>,
 ) -> Result<Vec<interp::Buffer>, String> {
-    use tile_runtime::{Image, KernelArg};
+    use tile_runtime::KernelArg;
     // Specialise as a launch would: integers by value, buffers as the driver allocates them
     // (aligned to at least 256 bytes).
     let specialization = p
@@ -735,16 +735,7 @@ fn run_on_gpu(
         num_warps: kernel.warps.first().copied().unwrap_or(4),
         specialization,
     };
-    let c = tile_codegen::compile(kernel, &opts).map_err(|e| format!("codegen: {e}"))?;
-    let cubin = match &g.ptxas {
-        Some(ptxas) => Some(tile_codegen::ptxas::assemble(ptxas, &c.ptx, g.target.sm)?.0),
-        None => None,
-    };
-    let image = match &cubin {
-        Some(b) => Image::Cubin(b),
-        None => Image::Ptx(&c.ptx),
-    };
-    let f = g.gpu.load(image, &c.name, c.smem_bytes).map_err(|e| e.to_string())?;
+    let (c, f) = tile_runtime::tune::build(&g.gpu, kernel, &opts, g.ptxas.as_deref()).map_err(|e| e.to_string())?;
     let dev: Vec<_> = initial
         .iter()
         .map(|b| g.gpu.upload(&to_bytes(b)))
