@@ -72,7 +72,7 @@ pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
                 let (a, b) = (src(), k.ty(op.operands[1]));
                 want((a.numel() + b.numel()) as u32 * smem_size(a.elem));
             }
-            // As many outputs as `lower::reduce` reduces block-wide (FEW): one slot per warp each.
+            // As many outputs as `lower::reduce` reduces block-wide (FEW): one slot per warp each, twice.
             OpKind::Reduce { .. }
                 if res().numel() == 1
                     || (res().numel() <= 8
@@ -80,7 +80,8 @@ pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
             {
                 let warps = threads / 32;
                 if warps > 1 {
-                    want(warps * 8 * res().numel() as u32);
+                    // Two slot arrays, used alternately (see `lower::reduce`).
+                    want(2 * warps * 8 * res().numel() as u32);
                 }
             }
             OpKind::Reduce { .. }

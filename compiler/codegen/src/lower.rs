@@ -52,9 +52,22 @@ pub(crate) fn lower<'c>(
         vals: HashMap::new(),
         smem: None,
         smem_bytes: 0,
+        smem_state: SmemState::Fresh,
     };
     l.kernel()?;
     Ok(l.smem_bytes)
+}
+
+/// What shared memory held last, for the block reductions' barriers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SmemState {
+    /// Nothing has used shared memory yet.
+    Fresh,
+    /// The last user was a block reduction whose slots start at byte `base`; nothing else
+    /// touched shared memory since, and no region boundary was crossed.
+    AfterReduction { base: u32 },
+    /// Anything else.
+    Unknown,
 }
 
 struct L<'c, 'a> {
@@ -72,6 +85,8 @@ struct L<'c, 'a> {
     vals: HashMap<ValueId, Repr<'c>>,
     smem: Option<PointerValue<'c>>,
     smem_bytes: u32,
+    /// What shared memory held last, in straight-line code (see [`SmemState`]).
+    smem_state: SmemState,
 }
 
 fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {
@@ -318,8 +333,10 @@ impl<'c> L<'c, '_> {
 
     // ---- shared memory ------------------------------------------------------------------------
 
+    /// Every user of shared memory calls this before touching it.
     fn need_smem(&mut self, bytes: u32) {
         self.smem_bytes = self.smem_bytes.max(bytes.next_multiple_of(16));
+        self.smem_state = SmemState::Unknown;
     }
 
     fn smem_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
@@ -704,8 +721,17 @@ impl<'c> L<'c, '_> {
             OpKind::ReduceWith { axis } => self.reduce_with(op, *axis)?,
             OpKind::Scan { op: r, axis, reverse } => self.scan(op, Some(*r), *axis, *reverse)?,
             OpKind::ScanWith { axis, reverse } => self.scan(op, None, *axis, *reverse)?,
-            OpKind::For { .. } => self.for_op(op)?,
-            OpKind::If => self.if_op(op)?,
+            // Regions run repeatedly or conditionally: no straight-line knowledge crosses them.
+            OpKind::For { .. } => {
+                self.smem_state = SmemState::Unknown;
+                self.for_op(op)?;
+                self.smem_state = SmemState::Unknown;
+            }
+            OpKind::If => {
+                self.smem_state = SmemState::Unknown;
+                self.if_op(op)?;
+                self.smem_state = SmemState::Unknown;
+            }
             OpKind::Yield => {}
             OpKind::MultipleOf(_) | OpKind::MaxContiguous(_) => {
                 let v = self.get(op.operands[0]);
@@ -714,6 +740,34 @@ impl<'c> L<'c, '_> {
             // Debug printing and assertions exist only in debug builds, which this back end
             // does not produce yet; release code leaves them out, as Triton's does.
             OpKind::Print(_) | OpKind::Assert(_) => {}
+        }
+        // Only ops that never touch shared memory keep what the block reductions know about
+        // it (a block reduction records its own state; every other op forgets).
+        let register_only = match &op.kind {
+            OpKind::Const(_)
+            | OpKind::ProgramId(_)
+            | OpKind::NumPrograms(_)
+            | OpKind::Arange { .. }
+            | OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Cmp(_)
+            | OpKind::Fma
+            | OpKind::Select
+            | OpKind::Cast(_)
+            | OpKind::Bitcast
+            | OpKind::PtrAdd
+            | OpKind::Load { .. }
+            | OpKind::Store { .. }
+            | OpKind::MultipleOf(_)
+            | OpKind::MaxContiguous(_)
+            | OpKind::Print(_)
+            | OpKind::Assert(_)
+            | OpKind::Reduce { .. } => true,
+            OpKind::Broadcast => self.k.ty(op.operands[0]).is_scalar(),
+            _ => false,
+        };
+        if !register_only {
+            self.smem_state = SmemState::Unknown;
         }
         Ok(())
     }
@@ -1558,8 +1612,21 @@ impl<'c> L<'c, '_> {
             let warps = self.threads / 32;
             if warps > 1 {
                 let e = Elem::Scalar(d);
-                self.need_smem(warps * 8 * nout as u32);
-                self.barrier()?;
+                // Two slot arrays, used alternately by consecutive block reductions: the barrier
+                // between the previous reduction's writes and reads also orders its reads before
+                // this one's writes to the other array, so no leading barrier is needed then (nor
+                // before the kernel's first use of shared memory).
+                let slots = warps * 8 * nout as u32;
+                let before = self.smem_state;
+                self.need_smem(2 * slots);
+                let (base, lead) = match before {
+                    SmemState::Fresh => (0, false),
+                    SmemState::AfterReduction { base } => (if base == 0 { slots } else { 0 }, false),
+                    SmemState::Unknown => (0, true),
+                };
+                if lead {
+                    self.barrier()?;
+                }
                 let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
                 let warp = llvm(self.b.build_right_shift(self.tid(), self.i32c(5), false, ""))?;
                 let first = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
@@ -1567,18 +1634,19 @@ impl<'c> L<'c, '_> {
                 self.when(first, |l| {
                     for (k, acc) in partials.iter().enumerate() {
                         let at = llvm(l.b.build_int_add(warp, l.i32c((k as u32 * warps) as u64), ""))?;
-                        l.smem_store(e, 0, at, *acc)?;
+                        l.smem_store(e, base, at, *acc)?;
                     }
                     Ok(())
                 })?;
                 self.barrier()?;
                 for (k, acc) in accs.iter_mut().enumerate() {
-                    *acc = self.smem_load(e, 0, self.i32c((k as u32 * warps) as u64))?;
+                    *acc = self.smem_load(e, base, self.i32c((k as u32 * warps) as u64))?;
                     for w in 1..warps {
-                        let v = self.smem_load(e, 0, self.i32c((k as u32 * warps + w) as u64))?;
+                        let v = self.smem_load(e, base, self.i32c((k as u32 * warps + w) as u64))?;
                         *acc = self.binary(bop, d, *acc, v)?;
                     }
                 }
+                self.smem_state = SmemState::AfterReduction { base };
             }
             let result = if rt.is_scalar() {
                 Repr::S(accs[0])
@@ -1599,6 +1667,7 @@ impl<'c> L<'c, '_> {
             self.set(op.results[0], result);
             return Ok(());
         }
+        self.smem_state = SmemState::Unknown;
         self.reduce_generic(op, axis, &mut |l, a, b| l.binary(bop, d, a, b))
     }
 
