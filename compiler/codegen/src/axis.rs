@@ -5,7 +5,8 @@
 //! multiples of the run length; each run starts at a value (for pointers, an address in bytes)
 //! divisible by `divisibility`; aligned groups of `constancy` elements hold one value. All three
 //! are powers of two. Facts come from `arange`, constants, argument specialisation and hints, and
-//! flow through broadcasts, additions, products and comparisons; anything else knows nothing.
+//! flow through broadcasts, additions, products, shifts by constants and comparisons; anything
+//! else knows nothing.
 
 use std::collections::HashMap;
 
@@ -51,9 +52,22 @@ fn pow2_factor(v: i64) -> u64 {
 
 /// Facts for every integer and pointer value of `k` that has any.
 pub fn analyze(k: &Kernel, spec: &[ArgSpec]) -> HashMap<ValueId, AxisInfo> {
+    let mut ints = HashMap::new();
+    k.walk(&mut |op| match &op.kind {
+        OpKind::Const(ConstValue::Int(v)) => {
+            ints.insert(op.results[0], *v);
+        }
+        OpKind::Broadcast => {
+            if let Some(v) = ints.get(&op.operands[0]).copied() {
+                ints.insert(op.results[0], v);
+            }
+        }
+        _ => {}
+    });
     let mut a = Analysis {
         k,
         info: HashMap::new(),
+        ints,
     };
     for (i, p) in k.params.iter().enumerate() {
         let s = spec.get(i).copied().unwrap_or_default();
@@ -79,6 +93,8 @@ pub fn analyze(k: &Kernel, spec: &[ArgSpec]) -> HashMap<ValueId, AxisInfo> {
 struct Analysis<'a> {
     k: &'a Kernel,
     info: HashMap<ValueId, AxisInfo>,
+    /// Integer constants, and tiles that broadcast one (shift amounts).
+    ints: HashMap<ValueId, i64>,
 }
 
 impl Analysis<'_> {
@@ -176,6 +192,21 @@ impl Analysis<'_> {
                         contiguity: 1,
                         divisibility: pow2_any(x).saturating_mul(pow2_any(y)).min(HUGE),
                         constancy,
+                    },
+                    // A shift by a known amount is a product by a power of two (what the
+                    // e-graph's strength reduction turns `x * 2^k` into).
+                    BinaryOp::Shl => match self.ints.get(&op.operands[1]) {
+                        Some(0) => x,
+                        Some(&c) if (1..31).contains(&c) => AxisInfo {
+                            contiguity: 1,
+                            divisibility: pow2_any(x).saturating_mul(1 << c).min(HUGE),
+                            constancy,
+                        },
+                        _ => AxisInfo {
+                            contiguity: 1,
+                            divisibility: 1,
+                            constancy,
+                        },
                     },
                     _ => AxisInfo {
                         contiguity: 1,

@@ -76,6 +76,8 @@ pub struct BenchOptions {
     pub config: ConfigSource,
     /// Candidates the tuner times per case.
     pub top_k: usize,
+    /// Run the e-graph rewriter on the configured kernel before timing it (`--opt`).
+    pub rewrite: Option<tile_opt::egraph::OptOptions>,
 }
 
 pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn Write) -> anyhow::Result<i32> {
@@ -137,6 +139,10 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
                         failures += 1;
                         continue;
                     }
+                };
+                let kernel = match &opts.rewrite {
+                    Some(o) => tile_opt::egraph::optimize(&kernel, o)?.0,
+                    None => kernel,
                 };
                 if tuning_s > 1.0 {
                     tuning_note(out, &s.kernel, case, tuning_s)?;

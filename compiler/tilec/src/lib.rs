@@ -110,6 +110,8 @@ enum Command {
         /// With `--config tuned`: candidates timed per case.
         #[arg(long, default_value_t = 4)]
         top_k: usize,
+        #[command(flatten)]
+        opt: OptArgs,
     },
     /// Choose a kernel's configuration (tuned values, warps, stages) by the static model and
     /// show the estimates, the rewrites applied, and why every other candidate lost.
@@ -243,6 +245,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             sm,
             config,
             top_k,
+            opt,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
             let backend = gpu_backend(&sm, out)?;
@@ -250,6 +253,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                 json,
                 config,
                 top_k,
+                rewrite: opt.options(),
                 timing: tile_runtime::TimingOptions {
                     runs,
                     ..Default::default()
