@@ -265,7 +265,11 @@ fn rewritten_kernels_keep_their_vector_accesses() {
     let target = snapshot_target();
     let vector_accesses = |ptx: &str| {
         ptx.lines()
-            .filter(|l| ["ld.global.v2", "ld.global.v4", "st.global.v2", "st.global.v4"].iter().any(|p| l.contains(p)))
+            .filter(|l| {
+                ["ld.global.v2", "ld.global.v4", "st.global.v2", "st.global.v4"]
+                    .iter()
+                    .any(|p| l.contains(p))
+            })
             .count()
     };
     let mut problems = Vec::new();
@@ -281,7 +285,10 @@ fn rewritten_kernels_keep_their_vector_accesses() {
             let rewritten = tile_codegen::compile(&o, &opts).map(|c| vector_accesses(&c.ptx));
             match (plain, rewritten) {
                 (Ok(a), Ok(b)) if b >= a => {}
-                (Ok(a), Ok(b)) => problems.push(format!("{}: kernel `{}`: {a} vector accesses, {b} after the rewriter", ex.name, k.name)),
+                (Ok(a), Ok(b)) => problems.push(format!(
+                    "{}: kernel `{}`: {a} vector accesses, {b} after the rewriter",
+                    ex.name, k.name
+                )),
                 (_, Err(e)) | (Err(e), _) => problems.push(format!("{}: kernel `{}`: {e}", ex.name, k.name)),
             }
         }

@@ -99,7 +99,11 @@ fn main() -> anyhow::Result<()> {
         .filter(|k| lines.keys().any(|(kk, _)| kk == k))
         .collect();
     if kernels.is_empty() {
-        bail!("{}: no memory-bound case ({}) to plot", a.tile.display(), KERNELS.join(", "));
+        bail!(
+            "{}: no memory-bound case ({}) to plot",
+            a.tile.display(),
+            KERNELS.join(", ")
+        );
     }
 
     let root = BitMapBackend::new(&a.out, (1400, 1000)).into_drawing_area();
@@ -110,12 +114,10 @@ fn main() -> anyhow::Result<()> {
         root.titled(&a.title, ("sans-serif", 26))?
     };
     let panels = root.split_evenly((2, 2));
-    let ymax = copy.unwrap_or(0.0).max(
-        lines
-            .values()
-            .flat_map(|v| v.iter().map(|p| p.1))
-            .fold(0.0, f64::max),
-    ) * 1.12;
+    let ymax = copy
+        .unwrap_or(0.0)
+        .max(lines.values().flat_map(|v| v.iter().map(|p| p.1)).fold(0.0, f64::max))
+        * 1.12;
     for (panel, kernel) in panels.iter().zip(&kernels) {
         let mine: Vec<_> = lines.iter().filter(|((k, _), _)| k == kernel).collect();
         let (lo, hi) = mine
@@ -151,7 +153,11 @@ fn main() -> anyhow::Result<()> {
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             // One hue per dtype; tile's lines bold, the peer's thin and lighter.
             let tile = who.starts_with("tile");
-            let base = if who.ends_with("bf16") { RGBColor(214, 39, 40) } else { RGBColor(31, 119, 180) };
+            let base = if who.ends_with("bf16") {
+                RGBColor(214, 39, 40)
+            } else {
+                RGBColor(31, 119, 180)
+            };
             let color = if tile { base.to_rgba() } else { base.mix(0.55) };
             let style = color.stroke_width(if tile { 3 } else { 2 });
             chart

@@ -333,10 +333,8 @@ impl<'c> L<'c, '_> {
 
     // ---- shared memory ------------------------------------------------------------------------
 
-    /// Every user of shared memory calls this before touching it.
     fn need_smem(&mut self, bytes: u32) {
         self.smem_bytes = self.smem_bytes.max(bytes.next_multiple_of(16));
-        self.smem_state = SmemState::Unknown;
     }
 
     fn smem_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
@@ -722,15 +720,14 @@ impl<'c> L<'c, '_> {
             OpKind::Scan { op: r, axis, reverse } => self.scan(op, Some(*r), *axis, *reverse)?,
             OpKind::ScanWith { axis, reverse } => self.scan(op, None, *axis, *reverse)?,
             // Regions run repeatedly or conditionally: no straight-line knowledge crosses them.
+            // (on the way out, the reset after the match covers them)
             OpKind::For { .. } => {
                 self.smem_state = SmemState::Unknown;
                 self.for_op(op)?;
-                self.smem_state = SmemState::Unknown;
             }
             OpKind::If => {
                 self.smem_state = SmemState::Unknown;
                 self.if_op(op)?;
-                self.smem_state = SmemState::Unknown;
             }
             OpKind::Yield => {}
             OpKind::MultipleOf(_) | OpKind::MaxContiguous(_) => {
@@ -1617,9 +1614,8 @@ impl<'c> L<'c, '_> {
                 // this one's writes to the other array, so no leading barrier is needed then (nor
                 // before the kernel's first use of shared memory).
                 let slots = warps * 8 * nout as u32;
-                let before = self.smem_state;
                 self.need_smem(2 * slots);
-                let (base, lead) = match before {
+                let (base, lead) = match self.smem_state {
                     SmemState::Fresh => (0, false),
                     SmemState::AfterReduction { base } => (if base == 0 { slots } else { 0 }, false),
                     SmemState::Unknown => (0, true),

@@ -86,16 +86,7 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
     writeln!(
         out,
         "{:<12} {:<6} {:<36} {:>10} {:>10} {:>9} {:>7} {:>5} {:>10}  config ({:?})",
-        "kernel",
-        "dtype",
-        "case",
-        "median ms",
-        "GB/s",
-        "TFLOP/s",
-        "% copy",
-        "regs",
-        "compile ms",
-        opts.config
+        "kernel", "dtype", "case", "median ms", "GB/s", "TFLOP/s", "% copy", "regs", "compile ms", opts.config
     )?;
     let mut results = Vec::new();
     let mut failures = 0;
@@ -123,7 +114,7 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
                 .enumerate()
             {
                 let started = Instant::now();
-                let config = match configure(g, &src.text, s, case, opts) {
+                let config = match configure(g, (&src.text, &ast), s, case, opts) {
                     Ok(c) => c,
                     Err(e) => {
                         writeln!(out, "{} [{}]: no configuration: {e}", s.kernel, case.label())?;
@@ -145,7 +136,12 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
                     None => kernel,
                 };
                 if tuning_s > 1.0 {
-                    tuning_note(out, &s.kernel, case, tuning_s)?;
+                    writeln!(
+                        out,
+                        "  ({} [{}]: configuration tuned in {tuning_s:.1} s)",
+                        s.kernel,
+                        case.label()
+                    )?;
                 }
                 match bench_case(g, s, case, &kernel, &config, i as u64, opts) {
                     Ok(mut r) => {
@@ -186,7 +182,7 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
 /// choose (dtypes, sizes-derived values), the tuned ones from the tuner, the model or the spec.
 fn configure(
     g: &GpuBackend,
-    source: &str,
+    (source, ast): (&str, &tile_lang::syntax::ast::File),
     s: &spec::RunSpec,
     case: &spec::Case,
     opts: &BenchOptions,
@@ -212,7 +208,7 @@ fn configure(
         }
         ConfigSource::Model => Ok(tune::plan_choice(&req, &g.target)?.0.best().config.clone()),
         ConfigSource::Spec => {
-            let k = check::check_kernel(source, &check_ast(source)?, &s.kernel, &case.consts)
+            let k = check::check_kernel(source, ast, &s.kernel, &case.consts)
                 .map_err(|d| anyhow::anyhow!("{}", d[0].message))?;
             Ok(Config {
                 consts: k.consts.clone(),
@@ -221,14 +217,6 @@ fn configure(
             })
         }
     }
-}
-
-fn check_ast(source: &str) -> anyhow::Result<tile_lang::syntax::ast::File> {
-    tile_lang::syntax::parse(source).map_err(|d| anyhow::anyhow!("{}", d[0].message))
-}
-
-fn tuning_note(out: &mut dyn Write, kernel: &str, case: &spec::Case, secs: f64) -> std::io::Result<()> {
-    writeln!(out, "  ({kernel} [{}]: configuration tuned in {secs:.1} s)", case.label())
 }
 
 fn bench_case(

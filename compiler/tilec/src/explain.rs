@@ -92,7 +92,11 @@ fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDesc) -> std:
         micros(e.alu_s),
         micros(e.smem_s)
     )?;
-    match best.kernel.as_ref().map(|k| tile_opt::egraph::optimize(k, &Default::default())) {
+    match best
+        .kernel
+        .as_ref()
+        .map(|k| tile_opt::egraph::optimize(k, &Default::default()))
+    {
         Some(Ok((_, r))) => {
             let rules: Vec<String> = r.applied.iter().map(|(n, c)| format!("{n} x{c}")).collect();
             writeln!(

@@ -667,9 +667,11 @@ fn run_case(
     let render = |d: Vec<Diagnostic>| diag::render("spec", text, &d);
     let kernel = check::check_kernel(text, ast, &s.kernel, &case.consts).map_err(render)?;
     let kernel = match rewrite {
-        Some(o) => tile_opt::egraph::optimize(&kernel, o)
-            .map_err(|e| format!("optimizer: {e}"))?
-            .0,
+        Some(o) => {
+            tile_opt::egraph::optimize(&kernel, o)
+                .map_err(|e| format!("optimizer: {e}"))?
+                .0
+        }
         None => kernel,
     };
     let mut p = spec::prepare(s, case, &kernel, seed).map_err(|d| render(vec![d]))?;

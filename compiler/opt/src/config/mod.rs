@@ -337,7 +337,8 @@ pub fn estimate(k: &Kernel, num_warps: u32, launch: &Launch, t: &TargetDesc) -> 
     let warps = resident * num_warps as f64;
     let waves = (per_sm / resident).ceil();
     let sms = t.sms as f64;
-    let term = |per_program: f64, rate: f64, efficiency: f64| waves * resident * per_program / (rate / sms * efficiency);
+    let term =
+        |per_program: f64, rate: f64, efficiency: f64| waves * resident * per_program / (rate / sms * efficiency);
     let by_warps = |saturating: u32| (warps / saturating as f64).min(1.0);
     // DRAM stays busy when enough load bytes are in flight per SM: the resident programs' loads
     // issued together (a whole row, or one loop iteration's tiles).

@@ -87,7 +87,10 @@ fn region(
                 load.operands[2] = w;
             } else {
                 load.operands.push(w);
-                load.kind = OpKind::Load { mask: true, other: true };
+                load.kind = OpKind::Load {
+                    mask: true,
+                    other: true,
+                };
             }
             renames.insert(r.ops[s].results[0], a);
             dead.push(s);

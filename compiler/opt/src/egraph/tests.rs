@@ -429,21 +429,44 @@ fn broadcast() {
 #[test]
 fn reductions() {
     // Reductions to a scalar, broadcast back so the kernel stores a tile.
-    let red = |op: &str, x: &str| {
-        format!("{x}  %s = reduce<{op}, 0> %v : $T\n  %r = broadcast %s : $T[$N]")
-    };
+    let red = |op: &str, x: &str| format!("{x}  %s = reduce<{op}, 0> %v : $T\n  %r = broadcast %s : $T[$N]");
     let splat = "  %e = reduce<max, 0> %y : $T\n  %v = broadcast %e : $T[$N]\n";
     check("max-of-splat", &red("max", splat), NUMS, false);
     check("min-of-splat", &red("min", splat), NUMS, false);
-    check("sum-of-splat-int", &red("sum", splat), &[("i32", "i32"), ("u32", "u32"), ("i64", "i64")], false);
+    check(
+        "sum-of-splat-int",
+        &red("sum", splat),
+        &[("i32", "i32"), ("u32", "u32"), ("i64", "i64")],
+        false,
+    );
     let times = "  %e = reduce<max, 0> %y : $T\n  %b = broadcast %e : $T[$N]\n  %v = mul %x, %b : $T[$N]\n";
-    check("sum-mul-splat-int", &red("sum", times), &[("i32", "i32"), ("i64", "i64")], false);
+    check(
+        "sum-mul-splat-int",
+        &red("sum", times),
+        &[("i32", "i32"), ("i64", "i64")],
+        false,
+    );
     let neg = "  %v = neg %x : $T[$N]\n";
-    check("sum-neg-int", &red("sum", neg), &[("i32", "i32"), ("i64", "i64")], false);
-    let e = check("sum-mul-splat", &red("sum", times), &[("f32", "f32"), ("f64", "f64")], true);
+    check(
+        "sum-neg-int",
+        &red("sum", neg),
+        &[("i32", "i32"), ("i64", "i64")],
+        false,
+    );
+    let e = check(
+        "sum-mul-splat",
+        &red("sum", times),
+        &[("f32", "f32"), ("f64", "f64")],
+        true,
+    );
     eprintln!("sum-mul-splat: max relative error {e:e}");
     let over = "  %e = reduce<max, 0> %y : $T\n  %b = broadcast %e : $T[$N]\n  %v = div %x, %b : $T[$N]\n";
-    let d = check("sum-div-splat", &red("sum", over), &[("f32", "f32"), ("f64", "f64")], true);
+    let d = check(
+        "sum-div-splat",
+        &red("sum", over),
+        &[("f32", "f32"), ("f64", "f64")],
+        true,
+    );
     eprintln!("sum-div-splat: max relative error {d:e}");
 }
 
@@ -485,7 +508,11 @@ fn check_fusion(rule: &str, k: &Kernel) {
     let mut rng = Rng(42);
     for _ in 0..10 {
         let bufs = vec![
-            Buffer::new("out", DType::F32, (0..N).map(|_| tile_lang::spec::poison(DType::F32)).collect()),
+            Buffer::new(
+                "out",
+                DType::F32,
+                (0..N).map(|_| tile_lang::spec::poison(DType::F32)).collect(),
+            ),
             Buffer::new("a", DType::F32, random(DType::F32, &mut rng, false)),
             Buffer::new("b", DType::F32, random(DType::F32, &mut rng, false)),
         ];
@@ -503,7 +530,10 @@ fn check_fusion(rule: &str, k: &Kernel) {
 #[test]
 fn load_store_fusion() {
     // The select's other side is another load; the store is masked by the same `%6`.
-    check_fusion("store-select-mask", &masked("  %11 = load<mask> %8, %6 : f32[64]", "%15"));
+    check_fusion(
+        "store-select-mask",
+        &masked("  %11 = load<mask> %8, %6 : f32[64]", "%15"),
+    );
     // The masked load's result is read only by the select: its `other` becomes the select's.
     let k = masked("  %11 = load<mask, other> %8, %6, %10 : f32[64]", "%15");
     check_fusion("load-select-other", &k);
