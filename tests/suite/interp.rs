@@ -1,7 +1,7 @@
 //! The interpreter's semantics on small kernels: each case is a source, a grid, arguments, and
 //! the expected result (buffer contents or the error's text).
 
-use tile_lang::interp::{self, Arg, Buffer, Scalar, scalar};
+use tile_lang::interp::{self, Arg, Buffer, Scalar, floats, scalar};
 use tile_lang::ir::DType;
 use tile_lang::{check, syntax};
 
@@ -119,10 +119,10 @@ fn fp8_rounds_and_saturates() {
     assert_eq!(scalar::round_float(DType::F8E4M3, 1.1875), 1.25); // tie between 1.125 and 1.25: even
     assert_eq!(scalar::round_float(DType::F8E4M3, 2f64.powi(-9)), 2f64.powi(-9)); // smallest subnormal
     for b in 0..=255u8 {
-        for f in [scalar::E4M3, scalar::E5M2] {
-            let v = scalar::decode_fp8(b, f);
+        for f in [floats::E4M3, floats::E5M2] {
+            let v = f.decode(b as u64);
             if v.is_finite() {
-                assert_eq!(scalar::decode_fp8(scalar::encode_fp8(v, f), f), v, "byte {b:#x}");
+                assert_eq!(f.decode(f.encode(v)), v, "byte {b:#x}");
             }
         }
     }
@@ -195,4 +195,26 @@ fn atomics_return_old_values_and_apply_every_lane() {
     .unwrap();
     assert_eq!(b[0].to_f64(), vec![12.0]);
     assert_eq!(b[1].to_f64(), vec![8.0, 9.0, 10.0, 11.0]);
+}
+
+#[test]
+fn conversions_round_once_near_a_midpoint() {
+    // f32 0x3FA68004 lies just above the midpoint between bf16 1.296875 and 1.3046875: nearest
+    // is 1.3046875 (the GPU's cvt.rn.bf16.f32 gives it too); toward zero, 1.296875.
+    let src = "kernel k(out: *mut f32) {\n    let o = arange(0, 2);\n    let a = full([2], 1.3007817268371582);\n    store(out + o, where(o == 0, a.to(bf16).to(f32), a.to(bf16, rounding: \"rtz\").to(f32)));\n}\n";
+    let b = run(src, [1, 1, 1], &[Arg::Buffer(0)], vec![f32s("out", &[0.0; 2])]).unwrap();
+    assert_eq!(b[0].to_f64(), vec![1.3046875, 1.296875]);
+    // i64 2^60 + 2^36 + 1 is just above a midpoint of f32; through f64 it would land on the
+    // midpoint and round to even (down).
+    let src = "kernel k(out: *mut f32, v: i64) {\n    store(out, v.to(f32));\n}\n";
+    let v = (1i64 << 60) + (1 << 36) + 1;
+    let b = run(
+        src,
+        [1, 1, 1],
+        &[Arg::Buffer(0), Arg::Scalar(Scalar::I(v))],
+        vec![f32s("out", &[0.0])],
+    )
+    .unwrap();
+    assert_eq!(b[0].to_f64(), vec![v as f32 as f64]);
+    assert_ne!(b[0].to_f64(), vec![(v as f64) as f32 as f64]);
 }

@@ -7,6 +7,7 @@
 //! by zero, a failed `assert` or a wrong hint is an [`InterpError`] naming the op, its source
 //! location, the program and the element.
 
+pub mod floats;
 pub mod scalar;
 
 use std::fmt;

@@ -4,6 +4,7 @@
 //! Integers are held in an `i64`: signed types sign-extended, unsigned types zero-extended, u64 as
 //! its bit pattern. Floats are held in an `f64` already rounded to their dtype.
 
+use super::floats::{self, FloatFormat, Rounding};
 use crate::ir::{BinaryOp, CmpOp, ConstValue, DType, OpKind, UnaryOp};
 
 /// Wraps an integer to the width and signedness of `d` (two's complement).
@@ -29,149 +30,28 @@ pub fn int_range(d: DType) -> (i128, i128) {
     }
 }
 
-/// Rounds `x` to the nearest value of float format `d` (ties to even).
+/// Rounds `x` to the nearest value of float format `d` (ties to even), once.
 pub fn round_float(d: DType, x: f64) -> f64 {
-    match d {
-        DType::F64 => x,
-        DType::F32 => x as f32 as f64,
-        DType::F16 => half::f16::from_f64(x).to_f64(),
-        DType::BF16 => half::bf16::from_f64(x).to_f64(),
-        DType::F8E4M3 => round_minifloat(x, E4M3, false),
-        DType::F8E5M2 => round_minifloat(x, E5M2, false),
-        _ => x,
+    match FloatFormat::of(d) {
+        Some(f) => f.round(x, Rounding::NearestEven),
+        None => x,
     }
 }
 
-/// Rounds toward zero to format `d`.
+/// Rounds toward zero to format `d`, once.
 pub fn round_float_rtz(d: DType, x: f64) -> f64 {
-    let r = round_float(d, x);
-    if r.is_finite() && x.is_finite() && r.abs() > x.abs() {
-        next_toward_zero(d, r)
-    } else if r.is_infinite() && x.is_finite() {
-        max_finite(d).copysign(x)
-    } else {
-        r
+    match FloatFormat::of(d) {
+        Some(f) => f.round(x, Rounding::TowardZero),
+        None => x,
     }
 }
 
 /// The largest finite value of a float format.
 pub fn max_finite(d: DType) -> f64 {
-    match d {
-        DType::F64 => f64::MAX,
-        DType::F32 => f32::MAX as f64,
-        DType::F16 => 65504.0,
-        DType::BF16 => half::bf16::MAX.to_f64(),
-        DType::F8E4M3 => 448.0,
-        DType::F8E5M2 => 57344.0,
-        _ => 0.0,
-    }
-}
-
-fn next_toward_zero(d: DType, r: f64) -> f64 {
-    match d {
-        DType::F32 => {
-            let b = (r as f32).to_bits();
-            f32::from_bits(b - 1) as f64
-        }
-        DType::F16 => half::f16::from_bits(half::f16::from_f64(r).to_bits() - 1).to_f64(),
-        DType::BF16 => half::bf16::from_bits(half::bf16::from_f64(r).to_bits() - 1).to_f64(),
-        DType::F8E4M3 => decode_fp8(encode_fp8(r, E4M3) - 1, E4M3),
-        DType::F8E5M2 => decode_fp8(encode_fp8(r, E5M2) - 1, E5M2),
-        _ => r,
-    }
-}
-
-/// An 8-bit float format.
-#[derive(Clone, Copy)]
-pub struct Fp8 {
-    man: i32,
-    bias: i32,
-    /// e5m2 has infinities; e4m3 (the "fn" variant) has none and one NaN pattern per sign.
-    ieee: bool,
-    max: f64,
-}
-
-pub const E4M3: Fp8 = Fp8 {
-    man: 3,
-    bias: 7,
-    ieee: false,
-    max: 448.0,
-};
-pub const E5M2: Fp8 = Fp8 {
-    man: 2,
-    bias: 15,
-    ieee: true,
-    max: 57344.0,
-};
-
-/// Rounds to an fp8 format, ties to even; values beyond the largest finite saturate to it
-/// (the `satfinite` conversion the GPU performs); NaN stays NaN.
-fn round_minifloat(x: f64, f: Fp8, _rtz: bool) -> f64 {
-    if x.is_nan() {
-        return f64::NAN;
-    }
-    let a = x.abs();
-    if a == 0.0 {
-        return x;
-    }
-    let emin = 1 - f.bias;
-    let e = if a.is_infinite() { 1024 } else { exponent(a).max(emin) };
-    let quantum = 2f64.powi(e - f.man);
-    let r = if a.is_infinite() {
-        f64::INFINITY
-    } else {
-        (a / quantum).round_ties_even() * quantum
-    };
-    let r = if r > f.max { f.max } else { r };
-    r.copysign(x)
-}
-
-/// floor(log2(a)) for a positive finite `a`, exactly.
-fn exponent(a: f64) -> i32 {
-    let (m, e) = if a < f64::MIN_POSITIVE {
-        (a * 2f64.powi(64), -64)
-    } else {
-        (a, 0)
-    };
-    ((m.to_bits() >> 52) & 0x7ff) as i32 - 1023 + e
-}
-
-pub fn encode_fp8(x: f64, f: Fp8) -> u8 {
-    let sign = if x.is_sign_negative() { 0x80u8 } else { 0 };
-    if x.is_nan() {
-        return 0x7f | sign; // a NaN pattern in both formats
-    }
-    let a = round_minifloat(x, f, false).abs();
-    if a == 0.0 {
-        return sign;
-    }
-    let emin = 1 - f.bias;
-    let e = exponent(a).max(emin);
-    let m = a / 2f64.powi(e);
-    let bits = if m < 1.0 {
-        (m * (1 << f.man) as f64) as u8 // subnormal
-    } else {
-        (((e + f.bias) as u8) << f.man) | ((m - 1.0) * (1 << f.man) as f64) as u8
-    };
-    bits | sign
-}
-
-pub fn decode_fp8(b: u8, f: Fp8) -> f64 {
-    let sign = if b & 0x80 != 0 { -1.0 } else { 1.0 };
-    let e = ((b & 0x7f) >> f.man) as i32;
-    let m = (b & ((1 << f.man) - 1)) as f64;
-    let emax_field = (1 << (7 - f.man)) - 1;
-    if f.ieee && e == emax_field {
-        return if m == 0.0 { sign * f64::INFINITY } else { f64::NAN };
-    }
-    if !f.ieee && e == emax_field && m as i32 == (1 << f.man) - 1 {
-        return f64::NAN;
-    }
-    let scale = (1 << f.man) as f64;
-    if e == 0 {
-        sign * m / scale * 2f64.powi(1 - f.bias)
-    } else {
-        sign * (1.0 + m / scale) * 2f64.powi(e - f.bias)
+    match FloatFormat::of(d) {
+        Some(f) => f.max_finite(),
+        None if d == DType::F64 => f64::MAX,
+        None => 0.0,
     }
 }
 
@@ -180,10 +60,7 @@ pub fn to_bits(d: DType, v: Scalar) -> u64 {
     match (d, v) {
         (DType::F64, Scalar::F(x)) => x.to_bits(),
         (DType::F32, Scalar::F(x)) => (x as f32).to_bits() as u64,
-        (DType::F16, Scalar::F(x)) => half::f16::from_f64(x).to_bits() as u64,
-        (DType::BF16, Scalar::F(x)) => half::bf16::from_f64(x).to_bits() as u64,
-        (DType::F8E4M3, Scalar::F(x)) => encode_fp8(x, E4M3) as u64,
-        (DType::F8E5M2, Scalar::F(x)) => encode_fp8(x, E5M2) as u64,
+        (d, Scalar::F(x)) if d.is_float() => FloatFormat::of(d).map_or(0, |f| f.encode(x)),
         (d, Scalar::I(i)) => (i as u64) & mask(d.bits()),
         (_, Scalar::B(b)) => b as u64,
         (_, Scalar::F(_)) => 0,
@@ -194,10 +71,7 @@ pub fn from_bits(d: DType, b: u64) -> Scalar {
     match d {
         DType::F64 => Scalar::F(f64::from_bits(b)),
         DType::F32 => Scalar::F(f32::from_bits(b as u32) as f64),
-        DType::F16 => Scalar::F(half::f16::from_bits(b as u16).to_f64()),
-        DType::BF16 => Scalar::F(half::bf16::from_bits(b as u16).to_f64()),
-        DType::F8E4M3 => Scalar::F(decode_fp8(b as u8, E4M3)),
-        DType::F8E5M2 => Scalar::F(decode_fp8(b as u8, E5M2)),
+        d if d.is_float() => Scalar::F(FloatFormat::of(d).map_or(0.0, |f| f.decode(b))),
         DType::Bool => Scalar::B(b & 1 != 0),
         d => Scalar::I(wrap(d, b as i64)),
     }
@@ -255,7 +129,15 @@ pub fn cast(from: DType, to: DType, v: Scalar, rtz: bool) -> Scalar {
         });
     }
     if to.is_float() {
-        let x = v.as_f64(from);
+        let x = match v {
+            // Integers wider than 53 bits must not round twice (through f64, then to `to`).
+            Scalar::I(i) if to != DType::F64 => floats::int_to_f64_round_odd(if from == DType::U64 {
+                i as u64 as i128
+            } else {
+                i as i128
+            }),
+            v => v.as_f64(from),
+        };
         return Scalar::F(if rtz {
             round_float_rtz(to, x)
         } else {
