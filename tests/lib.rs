@@ -1,6 +1,12 @@
-//! Shared helpers for the test suite: where the data-driven inputs live.
+//! Shared helpers for the test suite: where the data-driven inputs live, and the generator of
+//! random kernels for differential testing.
 
 use std::path::{Path, PathBuf};
+
+// `gen` is a reserved keyword in Rust 2024, hence the raw identifier (the file is gen.rs).
+pub mod r#gen;
+
+pub use r#gen::random_kernel_file;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
@@ -26,7 +32,7 @@ pub fn rel(p: &Path) -> String {
     p.strip_prefix(root()).unwrap_or(p).to_string_lossy().replace('\\', "/")
 }
 
-/// A small deterministic generator (xorshift) for mutation tests.
+/// A small deterministic generator (xorshift) for mutation tests and generated kernels.
 pub struct Rng(pub u64);
 
 impl Rng {

@@ -60,6 +60,30 @@ fn verify_reports_errors_and_needs_a_backend() {
 }
 
 #[test]
+fn verify_without_a_reference_runs_on_the_interpreter() {
+    let (code, out, err) = tilec(&["verify", "--interpret", &path("tests/gpu/no_reference.tile")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.matches("no reference: ran on the interpreter").count(), 2, "{out}");
+    assert!(!out.contains("max abs"), "nothing is compared:\n{out}");
+    assert!(out.trim_end().ends_with("verify: 2 passed, 0 failed"), "{out}");
+    // With nothing to compare, the interpreter's errors still fail the case.
+    let dir = temp_dir("noref");
+    let file = dir.join("oob.tile");
+    std::fs::write(
+        &file,
+        "kernel k(x: *f32, out: *mut f32) {\n    let o = arange(0, 8);\n    store(out + o, load(x + o));\n}\n\
+         run k { grid(1); args(x: randn([5]), out: output([8])); }\n",
+    )
+    .unwrap();
+    let (code, out, err) = tilec(&["verify", "--interpret", file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("FAILED") && out.contains("out-of-bounds load"), "{out}");
+    assert!(!out.contains("no reference"), "{out}");
+    assert!(out.trim_end().ends_with("verify: 0 passed, 1 failed"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn tune_needs_a_gpu() {
     // Like `verify_reports_errors_and_needs_a_backend`: CI has no GPU.
     let (code, _, err) = tilec(&["tune", &path("dsl-examples/vector_add.tile"), "--top-k", "2"]);

@@ -4,6 +4,7 @@
 mod cli;
 mod diagnostics;
 mod examples;
+mod r#gen;
 mod interp;
 mod optimizer;
 mod ptx;

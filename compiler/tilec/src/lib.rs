@@ -69,7 +69,8 @@ enum Command {
         opt: OptArgs,
     },
     /// Run each file's `run` specs and compare with their references: on the GPU (and with
-    /// the interpreter), or with `--interpret` on the interpreter alone.
+    /// the interpreter), or with `--interpret` on the interpreter alone. A spec without a
+    /// reference is compared with the interpreter only (on the interpreter: just run).
     Verify {
         #[arg(required_unless_present = "all")]
         files: Vec<PathBuf>,
@@ -555,9 +556,14 @@ pub struct CaseResult {
     pub millis: f64,
     /// What the kernel's `print`s wrote.
     pub printed: Vec<String>,
+    /// Whether the run spec names a `reference(..)`. Without one, a case on the interpreter
+    /// compares nothing (it passes when the kernel runs without error) and a case on the GPU
+    /// compares with the interpreter only.
+    pub has_reference: bool,
 }
 
 impl CaseResult {
+    /// No error and every comparison within tolerance (a case with no comparisons passes).
     pub fn passed(&self) -> bool {
         self.error.is_none() && self.comparisons.iter().all(|c| c.passed())
     }
@@ -595,7 +601,8 @@ pub struct GpuBackend {
 }
 
 /// Runs every case of every run spec in `text`: on the GPU when one is given (comparing with
-/// the reference and with the interpreter), else on the interpreter.
+/// the reference, if the spec names one, and with the interpreter), else on the interpreter
+/// (comparing with the reference, if any: without one, a case passes when it runs without error).
 /// With `rewrite`, each checked kernel goes through the e-graph optimizer first.
 pub fn verify(
     text: &str,
@@ -638,6 +645,7 @@ pub fn verify(
                 error: None,
                 millis: 0.0,
                 printed: vec![],
+                has_reference: reference.is_some(),
             };
             match run_case(text, &ast, s, case, seed(&s.kernel, i), reference, (gpu, rewrite)) {
                 Ok((c, printed)) => {
@@ -675,45 +683,77 @@ fn run_case(
         None => kernel,
     };
     let mut p = spec::prepare(s, case, &kernel, seed).map_err(|d| render(vec![d]))?;
-    let Some(reference) = reference else {
-        return Err("the run spec names no `reference(..)`".into());
-    };
-    let expected = reference(&p.reference_input);
+    let expected = reference.map(|r| r(&p.reference_input));
     let initial = p.buffers.clone();
     let printed = interp::run(&kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
-    let mut out = Vec::new();
     let gpu_out = match gpu {
         Some(g) => Some(run_on_gpu(g, &kernel, &p, initial)?),
         None => None,
     };
+    let mut out = Vec::new();
     for (name, idx) in &p.outputs {
-        let buf = &p.buffers[*idx];
-        let want = expected
-            .get(name)
-            .ok_or_else(|| format!("the reference gives no values for output `{name}`"))?;
-        let tol = s.tolerance.unwrap_or_else(|| spec::default_tolerance(buf.dtype));
-        match &gpu_out {
-            None => out.push(spec::compare(name, buf.dtype, &buf.to_f64(), want, tol)),
-            Some(g) => {
-                let got = g[*idx].to_f64();
-                out.push(spec::compare(
-                    &format!("{name} vs reference"),
-                    buf.dtype,
-                    &got,
-                    want,
-                    tol,
-                ));
-                out.push(spec::compare(
-                    &format!("{name} vs interpreter"),
-                    buf.dtype,
-                    &got,
-                    &buf.to_f64(),
-                    tol,
-                ));
-            }
-        }
+        let interpreted = &p.buffers[*idx];
+        let want = match &expected {
+            Some(e) => Some(
+                e.get(name)
+                    .ok_or_else(|| format!("the reference gives no values for output `{name}`"))?,
+            ),
+            None => None,
+        };
+        let tol = s
+            .tolerance
+            .unwrap_or_else(|| spec::default_tolerance(interpreted.dtype));
+        let gpu_result = gpu_out.as_ref().map(|g| &g[*idx]);
+        out.extend(compare_output(
+            name,
+            interpreted,
+            gpu_result,
+            want.map(|w| w.as_slice()),
+            tol,
+        ));
     }
     Ok((out, printed))
+}
+
+/// The comparisons of one output. On the interpreter alone: with the reference, if any (without
+/// one there is nothing to compare; running without an error is the check). On the GPU: with
+/// the reference, if any, and always with the interpreter's result.
+fn compare_output(
+    name: &str,
+    interpreted: &interp::Buffer,
+    gpu: Option<&interp::Buffer>,
+    reference: Option<&[f64]>,
+    tol: (f64, f64),
+) -> Vec<spec::Comparison> {
+    use spec::CompareMode::{AgainstInterpreter, AgainstReference};
+    let (dtype, interpreted) = (interpreted.dtype, interpreted.to_f64());
+    let Some(gpu) = gpu else {
+        return reference
+            .map(|want| spec::compare(name, dtype, &interpreted, want, tol, AgainstReference))
+            .into_iter()
+            .collect();
+    };
+    let got = gpu.to_f64();
+    let mut out = Vec::new();
+    if let Some(want) = reference {
+        out.push(spec::compare(
+            &format!("{name} vs reference"),
+            dtype,
+            &got,
+            want,
+            tol,
+            AgainstReference,
+        ));
+    }
+    out.push(spec::compare(
+        &format!("{name} vs interpreter"),
+        dtype,
+        &got,
+        &interpreted,
+        tol,
+        AgainstInterpreter,
+    ));
+    out
 }
 
 /// Compiles and launches one case on the GPU with the case's initial buffers (outputs
@@ -822,6 +862,13 @@ fn cmd_verify(
                         for line in e.lines() {
                             writeln!(out, "         {line}")?;
                         }
+                    } else if !r.has_reference {
+                        let what = if interpret {
+                            "ran on the interpreter"
+                        } else {
+                            "compared with the interpreter"
+                        };
+                        writeln!(out, "         no reference: {what}")?;
                     }
                     let width = r.comparisons.iter().map(|c| c.name.len()).max().unwrap_or(0).max(8);
                     for c in &r.comparisons {
@@ -837,6 +884,9 @@ fn cmd_verify(
                             c.atol
                         )?;
                         match c.first_bad {
+                            _ if c.lengths_differ() => {
+                                writeln!(out, "  lengths differ: {} elements, expected {}", c.len, c.expected_len)?
+                            }
                             Some((i, g, w)) => writeln!(
                                 out,
                                 "  {} mismatches; first at [{i}]: got {g}, expected {w}",

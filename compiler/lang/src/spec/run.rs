@@ -452,7 +452,10 @@ pub fn default_tolerance(d: DType) -> (f64, f64) {
 pub struct Comparison {
     pub name: String,
     pub dtype: DType,
+    /// Elements of the output.
     pub len: usize,
+    /// Elements expected; when it differs from `len`, no element was compared.
+    pub expected_len: usize,
     pub max_abs: f64,
     pub max_rel: f64,
     pub mismatches: usize,
@@ -464,16 +467,39 @@ pub struct Comparison {
 
 impl Comparison {
     pub fn passed(&self) -> bool {
-        self.mismatches == 0
+        self.mismatches == 0 && self.len == self.expected_len
+    }
+
+    pub fn lengths_differ(&self) -> bool {
+        self.len != self.expected_len
     }
 }
 
-/// Compares `got` with `want`: `|got - want| <= atol + rtol * |want|`; NaN never passes.
-pub fn compare(name: &str, dtype: DType, got: &[f64], want: &[f64], (rtol, atol): (f64, f64)) -> Comparison {
+/// What the expected values are, which decides how NaN is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareMode {
+    /// An independent reference: NaN never passes, since a NaN in either is a bug to report.
+    AgainstReference,
+    /// Another execution of the same kernel (the GPU against the interpreter): both giving NaN
+    /// at an element is agreement, since the kernel itself produced it.
+    AgainstInterpreter,
+}
+
+/// Compares `got` with `want`: `|got - want| <= atol + rtol * |want|`; equal infinities pass;
+/// NaN never passes, except where both are NaN under [`CompareMode::AgainstInterpreter`].
+pub fn compare(
+    name: &str,
+    dtype: DType,
+    got: &[f64],
+    want: &[f64],
+    (rtol, atol): (f64, f64),
+    mode: CompareMode,
+) -> Comparison {
     let mut c = Comparison {
         name: name.into(),
         dtype,
         len: got.len(),
+        expected_len: want.len(),
         max_abs: 0.0,
         max_rel: 0.0,
         mismatches: 0,
@@ -481,12 +507,13 @@ pub fn compare(name: &str, dtype: DType, got: &[f64], want: &[f64], (rtol, atol)
         rtol,
         atol,
     };
-    if got.len() != want.len() {
-        c.mismatches = got.len().max(want.len());
-        c.first_bad = Some((got.len().min(want.len()), f64::NAN, f64::NAN));
+    if c.lengths_differ() {
         return c;
     }
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if mode == CompareMode::AgainstInterpreter && g.is_nan() && w.is_nan() {
+            continue;
+        }
         let abs = (g - w).abs();
         let same_inf = g.is_infinite() && g == w;
         let ok = !g.is_nan() && !w.is_nan() && (same_inf || abs <= atol + rtol * w.abs());
@@ -507,4 +534,47 @@ pub fn compare(name: &str, dtype: DType, got: &[f64], want: &[f64], (rtol, atol)
         }
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXACT: (f64, f64) = (0.0, 0.0);
+
+    #[test]
+    fn nan_agrees_only_against_the_interpreter() {
+        let (got, want) = ([f64::NAN, 1.0], [f64::NAN, 1.0]);
+        let vs_reference = compare("y", DType::F32, &got, &want, EXACT, CompareMode::AgainstReference);
+        assert_eq!(
+            (vs_reference.mismatches, vs_reference.first_bad.map(|b| b.0)),
+            (1, Some(0))
+        );
+        let vs_interpreter = compare("y", DType::F32, &got, &want, EXACT, CompareMode::AgainstInterpreter);
+        assert!(vs_interpreter.passed(), "{vs_interpreter:?}");
+        // NaN on one side only is still a mismatch.
+        let one_sided = compare(
+            "y",
+            DType::F32,
+            &[f64::NAN],
+            &[1.0],
+            EXACT,
+            CompareMode::AgainstInterpreter,
+        );
+        assert_eq!(one_sided.mismatches, 1);
+    }
+
+    #[test]
+    fn different_lengths_fail_without_comparing_elements() {
+        let c = compare(
+            "y",
+            DType::I32,
+            &[1.0, 2.0],
+            &[1.0],
+            EXACT,
+            CompareMode::AgainstReference,
+        );
+        assert!(!c.passed() && c.lengths_differ());
+        assert_eq!((c.len, c.expected_len, c.first_bad), (2, 1, None));
+    }
 }
