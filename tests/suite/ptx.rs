@@ -295,3 +295,92 @@ fn rewritten_kernels_keep_their_vector_accesses() {
     }
     assert_none("kernels that lost vector accesses to the rewriter", &problems);
 }
+
+/// PTX integer ops on 16-bit registers that compute, or compare by order: ptxas emulates them
+/// in 32-bit registers and does not always re-extend between them (`neg.s16` then `shr.s16`
+/// gave +128 for -128 on an H200), so the lowering computes 8- and 16-bit integers in 32 bits
+/// and must never emit these. Moves, conversions, loads, stores, selects, bitwise masks and
+/// tests for (in)equality (of bytes just loaded: bool masks) stay allowed.
+fn sixteen_bit_arithmetic(ptx: &str) -> Vec<String> {
+    const OPS: [&str; 13] = [
+        "add", "sub", "mul", "mad", "neg", "abs", "shl", "shr", "div", "rem", "min", "max", "slct",
+    ];
+    let mut found: Vec<String> = ptx
+        .lines()
+        .filter_map(|l| l.split_whitespace().find(|w| !w.starts_with('@')))
+        .filter(|ins| {
+            let parts: Vec<&str> = ins.split('.').collect();
+            let ordered_setp = parts[0] == "setp" && !matches!(parts.get(1), Some(&"eq" | &"ne"));
+            (OPS.contains(&parts[0]) || ordered_setp)
+                && parts[1..]
+                    .iter()
+                    .any(|p| matches!(*p, "s16" | "u16" | "b16" | "s8" | "u8" | "b8"))
+        })
+        .map(str::to_string)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn sixteen_bit_arithmetic_is_recognised_in_ptx() {
+    let ptx = "\tneg.s16 \t%rs2, %rs1;\n\t@%p1 shr.s16 %rs3, %rs2, 8;\n\tcvt.s32.s16 %r1, %rs3;\n\tsetp.lt.u16 %p2, %rs1, %rs3;\n\tand.b16 %rs4, %rs1, 255;\n\tsetp.ne.b16 %p3, %rs4, 0;\n";
+    assert_eq!(sixteen_bit_arithmetic(ptx), ["neg.s16", "setp.lt.u16", "shr.s16"]);
+}
+
+/// Every run-spec case of tests/gpu/ (the GPU-vs-interpreter test files) and every example
+/// kernel: its sm_90a PTX assembles, spills nothing and computes no 8- or 16-bit integer
+/// arithmetic.
+#[test]
+fn no_kernel_computes_in_16_bit_integer_registers() {
+    let ptxas = ptxas("no_kernel_computes_in_16_bit_integer_registers");
+    let target = snapshot_target();
+    let mut problems = Vec::new();
+    let mut compiled = 0;
+    for p in tile_files("tests/gpu").iter().chain(&tile_files("dsl-examples")) {
+        let file = rel(p);
+        let text = std::fs::read_to_string(p).unwrap();
+        let c = tilec::check_source(&text, &vec![]);
+        assert!(
+            c.diags.is_empty(),
+            "{file}: {}",
+            tile_lang::diag::render(&file, &text, &c.diags)
+        );
+        let ast = c.ast.unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for s in &c.specs {
+            for case in tile_lang::spec::cases(s).unwrap() {
+                if !seen.insert((s.kernel.clone(), format!("{:?}", case.consts))) {
+                    continue;
+                }
+                let at = format!("{file}: kernel `{}` {:?}", s.kernel, case.consts);
+                let k = check::check_kernel(&text, &ast, &s.kernel, &case.consts)
+                    .unwrap_or_else(|d| panic!("{at}: {}", tile_lang::diag::render(&file, &text, &d)));
+                let c = match tile_codegen::compile(&k, &options(&k, &target)) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        problems.push(format!("{at}: codegen failed: {e}"));
+                        continue;
+                    }
+                };
+                compiled += 1;
+                let bad = sixteen_bit_arithmetic(&c.ptx);
+                if !bad.is_empty() {
+                    problems.push(format!("{at}: 16-bit integer arithmetic: {}", bad.join(", ")));
+                }
+                if let Some(ptxas) = &ptxas {
+                    match tile_codegen::ptxas::assemble(ptxas, &c.ptx, target.sm) {
+                        Ok((_, r)) if r.spill_store_bytes + r.spill_load_bytes != 0 => {
+                            problems.push(format!("{at}: spills ({r})"))
+                        }
+                        Ok(_) => {}
+                        Err(e) => problems.push(format!("{at}: {e}")),
+                    }
+                }
+            }
+        }
+    }
+    assert!(compiled > 20, "only {compiled} kernels compiled");
+    assert_none("16-bit integer arithmetic in PTX", &problems);
+}

@@ -166,14 +166,43 @@ impl<'c> L<'c, '_> {
         constraints: &str,
         args: &[BasicValueEnum<'c>],
     ) -> R<Option<BasicValueEnum<'c>>> {
+        self.asm_with(ret, text, constraints, args, true)
+    }
+
+    /// Inline asm that computes a value and does nothing else: LLVM may merge, move or drop it
+    /// like any pure op, but cannot see through it.
+    fn pure_asm(
+        &self,
+        ret: BasicTypeEnum<'c>,
+        text: &str,
+        constraints: &str,
+        args: &[BasicValueEnum<'c>],
+    ) -> R<BasicValueEnum<'c>> {
+        Ok(self.asm_with(Some(ret), text, constraints, args, false)?.unwrap())
+    }
+
+    fn asm_with(
+        &self,
+        ret: Option<BasicTypeEnum<'c>>,
+        text: &str,
+        constraints: &str,
+        args: &[BasicValueEnum<'c>],
+        side_effects: bool,
+    ) -> R<Option<BasicValueEnum<'c>>> {
         let params: Vec<_> = args.iter().map(|a| a.get_type().into()).collect();
         let fty = match ret {
             Some(t) => t.fn_type(&params, false),
             None => self.ctx.void_type().fn_type(&params, false),
         };
-        let asm = self
-            .ctx
-            .create_inline_asm(fty, text.to_string(), constraints.to_string(), true, false, None, false);
+        let asm = self.ctx.create_inline_asm(
+            fty,
+            text.to_string(),
+            constraints.to_string(),
+            side_effects,
+            false,
+            None,
+            false,
+        );
         let args: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
         let call = llvm(self.b.build_indirect_call(fty, asm, &args, ""))?;
         Ok(call.try_as_basic_value().basic())
@@ -381,10 +410,14 @@ impl<'c> L<'c, '_> {
                 .into()
             }
             Elem::Scalar(DType::Bool) => {
+                // Tested in 32 bits after an opaque widening: LLVM merges neighbouring byte
+                // loads into a word and would otherwise take the bytes apart with 16-bit shifts
+                // and compares (see `widen_narrow`).
                 let i = llvm(self.b.build_load(self.ctx.i8_type(), p, ""))?.into_int_value();
+                let w = self.widen_narrow(DType::U8, i)?;
                 llvm(
                     self.b
-                        .build_int_compare(IntPredicate::NE, i, self.ctx.i8_type().const_zero(), ""),
+                        .build_int_compare(IntPredicate::NE, w, w.get_type().const_zero(), ""),
                 )?
                 .into()
             }
@@ -679,11 +712,11 @@ impl<'c> L<'c, '_> {
             })?,
             OpKind::Cast(r) => {
                 let (from, to) = (self.dtype(op.operands[0]), rt.unwrap().dtype().unwrap());
-                if *r == Rounding::Rtz {
-                    return unsupported("round-toward-zero conversion");
-                }
                 let loc = op.loc;
-                self.map(op, &|l, a| l.cast(from, to, a[0], loc))?;
+                match r {
+                    Rounding::Rtz => self.map(op, &|l, a| l.cast_toward_zero(from, to, a[0], loc))?,
+                    _ => self.map(op, &|l, a| l.cast(from, to, a[0], loc))?,
+                }
             }
             OpKind::Bitcast => {
                 let t = self.ty(rt.unwrap().elem);
@@ -795,6 +828,11 @@ impl<'c> L<'c, '_> {
 
     fn unary(&self, u: UnaryOp, d: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
         let b = &self.b;
+        if is_narrow_int(d) {
+            let w = self.widen_narrow(d, x.into_int_value())?;
+            let r = self.unary(u, wide_int(d), w.into(), loc)?;
+            return Ok(self.narrow_int(d, r.into_int_value())?.into());
+        }
         if d.is_int() || d.is_bool() {
             let x = x.into_int_value();
             return Ok(match u {
@@ -867,9 +905,27 @@ impl<'c> L<'c, '_> {
             });
         }
         let (x, y) = (a.into_int_value(), c.into_int_value());
-        let signed = d.is_signed();
+        if is_narrow_int(d) {
+            let (x, y) = (self.widen_narrow(d, x)?, self.widen_narrow(d, y)?);
+            let r = self.int_binary(op, d.is_signed(), d.bits(), x, y)?;
+            return Ok(self.narrow_int(d, r.into_int_value())?.into());
+        }
+        self.int_binary(op, d.is_signed(), d.bits(), x, y)
+    }
+
+    /// An integer op on `x` and `y` with the semantics of a `bits`-bit type (shift amounts of
+    /// `bits` or more), computed in their LLVM type (which may be wider).
+    fn int_binary(
+        &self,
+        op: BinaryOp,
+        signed: bool,
+        bits: u32,
+        x: IntValue<'c>,
+        y: IntValue<'c>,
+    ) -> R<BasicValueEnum<'c>> {
+        let b = &self.b;
         let it = x.get_type();
-        let bits = it.const_int(it.get_bit_width() as u64, false);
+        let bits = it.const_int(bits as u64, false);
         Ok(match op {
             BinaryOp::Add => llvm(b.build_int_add(x, y, ""))?.into(),
             BinaryOp::Sub => llvm(b.build_int_sub(x, y, ""))?.into(),
@@ -903,7 +959,7 @@ impl<'c> L<'c, '_> {
                     (_, true) => "llvm.smin",
                     _ => "llvm.umin",
                 };
-                self.intr1(name, &[it.into()], &[a, c])?
+                self.intr1(name, &[it.into()], &[x.into(), y.into()])?
             }
         })
     }
@@ -925,6 +981,14 @@ impl<'c> L<'c, '_> {
             )?
             .into());
         }
+        let (a, b) = if is_narrow_int(d) {
+            (
+                self.widen_narrow(d, a.into_int_value())?.into(),
+                self.widen_narrow(d, b.into_int_value())?.into(),
+            )
+        } else {
+            (a, b)
+        };
         let pick = |signed, unsigned| if d.is_signed() { signed } else { unsigned };
         let p = match c {
             CmpOp::Eq => IntPredicate::EQ,
@@ -943,6 +1007,11 @@ impl<'c> L<'c, '_> {
         let b = &self.b;
         if from == to {
             return Ok(x);
+        }
+        if is_narrow_int(from) {
+            // Widen first; the rest of the conversion then starts from 32 bits.
+            let w = self.widen_narrow(from, x.into_int_value())?;
+            return self.cast(wide_int(from), to, w.into(), loc);
         }
         if matches!(from, DType::F8E4M3 | DType::F8E5M2) || matches!(to, DType::F8E4M3 | DType::F8E5M2) {
             return Err(CodegenError::unsupported(
@@ -978,6 +1047,25 @@ impl<'c> L<'c, '_> {
             } else {
                 llvm(b.build_int_z_extend(x, tt.into_int_type(), ""))?.into()
             });
+        }
+        if is_narrow_int(to) {
+            let w = if from.is_float() {
+                // Saturate to 32 bits, then to the narrow range.
+                let (lo, hi) = tile_lang::interp::scalar::int_range(to);
+                let x = self.cast(from, wide_int(to), x, loc)?;
+                let i32t = self.ctx.i32_type();
+                let (lo, hi) = (i32t.const_int(lo as u64, true), i32t.const_int(hi as u64, true));
+                let x = if to.is_signed() {
+                    let x = self.intr1("llvm.smax", &[i32t.into()], &[x, lo.into()])?;
+                    self.intr1("llvm.smin", &[i32t.into()], &[x, hi.into()])?
+                } else {
+                    self.intr1("llvm.umin", &[i32t.into()], &[x, hi.into()])?
+                };
+                x.into_int_value()
+            } else {
+                x.into_int_value()
+            };
+            return Ok(self.narrow_int(to, w)?.into());
         }
         match (from.is_float(), to.is_float()) {
             (false, false) => {
@@ -1030,6 +1118,87 @@ impl<'c> L<'c, '_> {
                 })
             }
         }
+    }
+
+    /// A narrowing float conversion rounded toward zero (the checker allows no other).
+    fn cast_toward_zero(&self, from: DType, to: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
+        let (f32t, i16t) = (self.ctx.f32_type(), self.ctx.i16_type());
+        let x = match (from, to) {
+            (DType::F64, DType::F32) => return self.pure_asm(f32t.into(), "cvt.rz.f32.f64 $0, $1;", "=f,d", &[x]),
+            (DType::F32 | DType::F64, DType::F16) => {
+                let a = if from == DType::F64 { "d" } else { "f" };
+                let text = format!("cvt.rz.f16.{from} $0, $1;");
+                let h = self.pure_asm(i16t.into(), &text, &format!("=h,{a}"), &[x])?;
+                return llvm(self.b.build_bit_cast(h, self.ctx.f16_type(), ""));
+            }
+            (DType::F64, DType::BF16) => self.pure_asm(f32t.into(), "cvt.rz.f32.f64 $0, $1;", "=f,d", &[x])?,
+            (DType::F32, DType::BF16) => x,
+            _ => {
+                return Err(CodegenError::unsupported(
+                    format!("round-toward-zero conversion from {from} to {to}"),
+                    "cast",
+                    loc,
+                ));
+            }
+        };
+        // bf16 is the upper half of an f32: toward zero is dropping the lower half (finite
+        // values beyond bf16's range land on its largest finite value, as the language says),
+        // except that a NaN whose payload sits in the lower half must stay a NaN.
+        let x = x.into_float_value();
+        let bits = llvm(self.b.build_bit_cast(x, self.ctx.i32_type(), ""))?.into_int_value();
+        let hi = llvm(self.b.build_right_shift(bits, self.i32c(16), false, ""))?;
+        let hi = llvm(self.b.build_int_truncate(hi, i16t, ""))?;
+        let nan = llvm(self.b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
+        let r = llvm(self.b.build_select(nan, i16t.const_int(0x7fc0, false), hi, ""))?;
+        llvm(self.b.build_bit_cast(r, self.ctx.bf16_type(), ""))
+    }
+
+    /// A narrow integer (8 or 16 bits) as an i32, sign- or zero-extended by its dtype, through a
+    /// `cvt` that LLVM cannot see through. Narrow integer ops are computed on such values in
+    /// 32 bits and narrowed back by [`Self::narrow_int`]: LLVM would otherwise select 16-bit PTX
+    /// ops (`neg.s16`, `shr.s16`, `setp.lt.s16`), and ptxas emulates those in 32-bit registers
+    /// without always re-extending between them (`(-x).to(i8).to(i16)` gave +128 for -128).
+    fn widen_narrow(&self, d: DType, x: IntValue<'c>) -> R<IntValue<'c>> {
+        let i16t = self.ctx.i16_type();
+        let x = if x.get_type().get_bit_width() < 16 {
+            llvm(self.b.build_int_z_extend(x, i16t, ""))?
+        } else {
+            x
+        };
+        let s = if d.is_signed() { "s" } else { "u" };
+        let text = format!("cvt.{s}32.{s}{} $0, $1;", d.bits());
+        Ok(self
+            .pure_asm(self.ctx.i32_type().into(), &text, "=r,h", &[x.into()])?
+            .into_int_value())
+    }
+
+    /// The low bits of a 32- or 64-bit integer as narrow dtype `d`, through a `cvt` that LLVM
+    /// cannot see through (so the op that computed `x` is not narrowed to 16 bits either).
+    fn narrow_int(&self, d: DType, x: IntValue<'c>) -> R<IntValue<'c>> {
+        let (cls, src) = match x.get_type().get_bit_width() {
+            64 => ("l", "u64"),
+            32 => ("r", "u32"),
+            // Already narrow (a bool or a narrow value): widen, then narrow.
+            _ => ("r", "u32"),
+        };
+        let x = if x.get_type().get_bit_width() < 32 {
+            llvm(self.b.build_int_z_extend(x, self.ctx.i32_type(), ""))?
+        } else {
+            x
+        };
+        let r = self
+            .pure_asm(
+                self.ctx.i16_type().into(),
+                &format!("cvt.u16.{src} $0, $1;"),
+                &format!("=h,{cls}"),
+                &[x.into()],
+            )?
+            .into_int_value();
+        Ok(if d.bits() < 16 {
+            llvm(self.b.build_int_truncate(r, self.ctx.i8_type(), ""))?
+        } else {
+            r
+        })
     }
 
     // ---- memory -------------------------------------------------------------------------------
@@ -1342,13 +1511,19 @@ impl<'c> L<'c, '_> {
         let mut out = Vec::new();
         for w in words {
             for j in 0..32 / bits {
-                let x = llvm(self.b.build_right_shift(
-                    w.into_int_value(),
-                    i32t.const_int((j * bits) as u64, false),
-                    false,
-                    "",
-                ))?;
-                let x = llvm(self.b.build_and(x, i32t.const_int((1u64 << bits) - 1, false), ""))?;
+                let x = if bits == 8 {
+                    // An opaque field extract: LLVM would turn shift-and-mask of a byte into
+                    // 16-bit shifts (see `widen_narrow`).
+                    let text = format!("bfe.u32 $0, $1, {}, 8;", j * bits);
+                    self.pure_asm(i32t.into(), &text, "=r,r", &[*w])?.into_int_value()
+                } else {
+                    llvm(self.b.build_right_shift(
+                        w.into_int_value(),
+                        i32t.const_int((j * bits) as u64, false),
+                        false,
+                        "",
+                    ))?
+                };
                 out.push(llvm(self.b.build_int_truncate(x, self.ctx.i16_type(), ""))?.into());
             }
         }
@@ -1398,7 +1573,8 @@ impl<'c> L<'c, '_> {
                 args.push(self.to_reg(e, v[i])?);
             }
             args.push(preds[i].into());
-            let p = args.len() - 1;
+            // Operand $0 is the result, so the predicate (the last argument) is $len.
+            let p = args.len();
             let operands = if nvals == 1 { "$2" } else { "$2, $3" };
             let text = format!("mov.{mov} $0, 0;\n\t@${p} atom.acq_rel.gpu.global.{suffix} $0, [$1], {operands};");
             let cons = format!("=&{cls},l,{}b,~{{memory}}", format!("{cls},").repeat(nvals));
@@ -1913,4 +2089,14 @@ impl<'c> L<'c, '_> {
         }
         Ok(())
     }
+}
+
+/// 8- and 16-bit integers: computed in 32 bits (see `L::widen_narrow`).
+fn is_narrow_int(d: DType) -> bool {
+    d.is_int() && d.bits() < 32
+}
+
+/// The 32-bit integer type of the same signedness as a narrow one.
+fn wide_int(d: DType) -> DType {
+    if d.is_signed() { DType::I32 } else { DType::U32 }
 }
