@@ -1,6 +1,7 @@
-//! Gives the JIT's disk cache a fingerprint of the compiler it is built with: the SHA-256 of
-//! the front end's and codegen's sources. The workspace version alone would let a cache serve
-//! PTX from an older codegen while the version stays unchanged between releases.
+//! Gives the JIT's disk cache a fingerprint of the compiler it is built with: the SHA-256 of the
+//! sources of every compiler crate (front end, optimizer and model, driver, codegen). The
+//! workspace version alone would let a cache serve PTX from an older codegen while the version
+//! stays unchanged between releases.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +23,12 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dirs = [root.join("compiler/lang/src"), root.join("compiler/codegen/src")];
+    let dirs = [
+        root.join("compiler/lang/src"),
+        root.join("compiler/opt/src"),
+        root.join("compiler/codegen/src"),
+        root.join("compiler/driver/src"),
+    ];
     let mut all = Vec::new();
     for d in &dirs {
         // A directory: cargo reruns this script when anything below it changes.

@@ -155,26 +155,25 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // 1. A cold compile, stage by stage, outside the JIT (the first includes LLVM's start-up).
     println!("\ncold compile of vector_add (BLOCK = {BLOCK}), stage by stage");
-    let t = Instant::now();
-    let ast = tile_lang::syntax::parse(SOURCE).map_err(|_| "vector_add.tile does not parse")?;
-    let owned: Vec<(String, ConstValue)> = bindings.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-    let kernel = tile_lang::check::check_kernel(SOURCE, &ast, "vector_add", &owned)
-        .map_err(|_| "vector_add.tile does not check")?;
-    let t_check = t.elapsed();
-    let t = Instant::now();
-    let compiled = tile_codegen::compile(&kernel, &tile_codegen::CompileOptions::new(target.clone()))?;
-    let t_ptx = t.elapsed();
-    println!("  source → IR (parse, check)        {}", ms(t_check));
-    println!("  IR → PTX (LLVM, O3)               {}", ms(t_ptx));
-    let cubin = match &ptxas {
-        Some(ptxas) => {
-            let t = Instant::now();
-            let (cubin, _) = tile_codegen::ptxas::assemble(ptxas, &compiled.ptx, target.sm)?;
-            println!("  PTX → cubin (ptxas)               {}", ms(t.elapsed()));
-            Some(cubin)
-        }
-        None => None,
+    // The driver's pipeline, as `tilec compile` and the JIT run it; each stage timed.
+    let src = tile_driver::Source::parse("vector_add.tile", SOURCE).map_err(|_| "vector_add.tile does not parse")?;
+    let req = tile_driver::Request {
+        pins: tile_driver::Pins {
+            consts: bindings.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            ..Default::default()
+        },
+        ptxas: ptxas.clone(),
+        ..tile_driver::Request::new("vector_add", target.clone())
     };
+    let c = tile_driver::compile(&src, &req, tile_driver::Stage::Cubin)?;
+    let lowered = c.lowered.ok_or("the driver stopped before PTX")?;
+    let t_check = src.parse_time + c.timings.config.unwrap_or_default() + c.timings.check.unwrap_or_default();
+    println!("  source → IR (parse, check)        {}", ms(t_check));
+    println!("  IR → PTX (LLVM, O3)               {}", ms(lowered.codegen_time));
+    if let Some(t) = lowered.ptxas_time {
+        println!("  PTX → cubin (ptxas)               {}", ms(t));
+    }
+    let (compiled, cubin) = (lowered.compiled, lowered.cubin.map(|(c, _)| c));
     let t = Instant::now();
     let f_ptx = gpu.load(Image::Ptx(&compiled.ptx), &compiled.name, compiled.smem_bytes)?;
     println!("  PTX → loaded function (driver)    {}", ms(t.elapsed()));

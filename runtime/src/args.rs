@@ -6,7 +6,7 @@
 use std::marker::PhantomData;
 
 use half::{bf16, f16};
-use tile_codegen::ArgSpec;
+use tile_driver::ArgSpec;
 use tile_lang::ir::{DType, Elem};
 
 use crate::tensor::{DeviceTensor, Element, host_type};

@@ -14,13 +14,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-use tile_codegen::ArgSpec;
+use tile_driver::ArgSpec;
 use tile_lang::ir::ConstValue;
 
 /// Bump when the entry layout or the meaning of a key changes, so that old entries are never
 /// read: it is part of every key. Also bump it when codegen changes what it emits without a
 /// version bump, if stale entries could otherwise be served.
-pub const CACHE_FORMAT: u32 = 1;
+pub const CACHE_FORMAT: u32 = 2;
 
 /// The compiler's version: the workspace's (every crate shares it) and a fingerprint of the
 /// front end's and codegen's sources (see `build.rs`), so that a compiler changed without a
@@ -53,6 +53,7 @@ pub struct KeyParts<'a> {
     pub kernel: &'a str,
     pub bindings: &'a [(String, ConstValue)],
     pub num_warps: u32,
+    pub num_stages: u32,
     pub specialization: &'a [ArgSpec],
     /// `sm_90a`, ...
     pub target_sm: &'a str,
@@ -90,6 +91,7 @@ pub fn base_key(source_digest: &[u8; 32], parts: &KeyParts<'_>) -> [u8; 32] {
     put_str(&mut h, parts.kernel);
     put_str(&mut h, parts.target_sm);
     h.update(parts.num_warps.to_le_bytes());
+    h.update(parts.num_stages.to_le_bytes());
     // Bindings are a set: the order the caller listed them in does not change the kernel.
     let mut bindings: Vec<&(String, ConstValue)> = parts.bindings.iter().collect();
     bindings.sort_by(|a, b| a.0.cmp(&b.0));
@@ -372,6 +374,7 @@ pub(crate) mod tests {
             kernel: "k",
             bindings: &bindings,
             num_warps: 4,
+            num_stages: 1,
             specialization: &SPEC,
             target_sm: "sm_90a",
             compiler_version: COMPILER_VERSION,
@@ -407,7 +410,7 @@ pub(crate) mod tests {
         );
     }
 
-    const PINNED_KEY: &str = "2cc955c12da7ec2001894176755d2af98f8590f2935f2af0242b882cfe2a48eb";
+    const PINNED_KEY: &str = "fab3b579f2124977618dc3e33a51db80f54b08882933b147cf939c1ecb3f9ec6";
 
     #[test]
     fn key_changes_with_every_part() {
@@ -474,6 +477,13 @@ pub(crate) mod tests {
                     "num_warps",
                     cache_key(&KeyParts {
                         num_warps: 8,
+                        ..p.clone()
+                    }),
+                ),
+                (
+                    "num_stages",
+                    cache_key(&KeyParts {
+                        num_stages: 3,
                         ..p.clone()
                     }),
                 ),

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use tile_codegen::{ArgSpec, CompileOptions, Target};
-use tile_lang::check::{self, Bindings};
+use tile_driver::{ArgSpec, CompileOptions, ConfigSource, DriverError, Pins, Request, Stage, Target};
+use tile_lang::check::Bindings;
+use tile_lang::diag;
 use tile_lang::ir::{self, ConstValue};
-use tile_lang::{diag, syntax};
 
 use crate::args::{MAX_PARAMS, ParamSig, spec_tags};
 use crate::cache::{self, CacheEntry, CacheKey, DiskCache, KeyParts, Lookup};
@@ -40,8 +40,10 @@ pub enum JitError {
     Codegen {
         kernel: String,
         #[source]
-        error: tile_codegen::CodegenError,
+        error: tile_driver::CodegenError,
     },
+    #[error("kernel `{kernel}`: {message}")]
+    Config { kernel: String, message: String },
     #[error("kernel `{kernel}`: ptxas: {message}")]
     Ptxas { kernel: String, message: String },
     #[error("the GPU has compute capability {major}.{minor}; tile kernels need 8.0 or newer")]
@@ -62,7 +64,7 @@ pub(crate) struct Program {
     pub text: String,
     /// Hashed once: kernel keys reuse it.
     pub digest: [u8; 32],
-    ast: OnceLock<Result<syntax::ast::File, Vec<diag::Diagnostic>>>,
+    source: OnceLock<Result<tile_driver::Source, Vec<diag::Diagnostic>>>,
 }
 
 impl Program {
@@ -82,7 +84,7 @@ impl Program {
             digest: cache::source_digest(&text),
             name,
             text,
-            ast: OnceLock::new(),
+            source: OnceLock::new(),
         })
     }
 
@@ -94,14 +96,33 @@ impl Program {
         }
     }
 
-    /// Parses (once) and checks kernel `name` with `bindings`.
-    pub fn check(&self, name: &str, bindings: &Bindings) -> Result<ir::Kernel, JitError> {
-        let ast = self
-            .ast
-            .get_or_init(|| syntax::parse(&self.text))
+    /// The parsed source (parsed on first use).
+    fn source(&self, kernel: &str) -> Result<&tile_driver::Source, JitError> {
+        self.source
+            .get_or_init(|| {
+                tile_driver::Source::parse(&self.name, &self.text).map_err(|e| e.diagnostics().unwrap_or(&[]).to_vec())
+            })
             .as_ref()
-            .map_err(|d| self.check_error(name, d))?;
-        check::check_kernel(&self.text, ast, name, bindings).map_err(|d| self.check_error(name, &d))
+            .map_err(|d| self.check_error(kernel, d))
+    }
+
+    /// A driver error of kernel `name` as the JIT reports it.
+    fn driver_error(&self, name: &str, e: DriverError) -> JitError {
+        match e {
+            DriverError::Parse(d) | DriverError::Check { diags: d, .. } => self.check_error(name, &d),
+            DriverError::Codegen(error) => JitError::Codegen {
+                kernel: name.into(),
+                error,
+            },
+            DriverError::Ptxas(message) => JitError::Ptxas {
+                kernel: name.into(),
+                message,
+            },
+            e => JitError::Config {
+                kernel: name.into(),
+                message: e.to_string(),
+            },
+        }
     }
 }
 
@@ -111,6 +132,7 @@ pub(crate) struct Plan {
     pub kernel: ir::Kernel,
     pub params: Vec<ParamSig>,
     pub num_warps: u32,
+    pub num_stages: u32,
     pub target: Target,
     pub base_key: [u8; 32],
 }
@@ -135,8 +157,9 @@ pub(crate) fn plan_key(
             source: "",
             kernel: name,
             bindings,
-            // 0 is never a valid warp count: it stands for "the kernel's default".
+            // 0 is never a valid warp count or stage count: it stands for "the model's choice".
             num_warps: num_warps.unwrap_or(0),
+            num_stages: 0,
             specialization: &[],
             target_sm: target.sm,
             compiler_version: cache::COMPILER_VERSION,
@@ -152,7 +175,20 @@ pub(crate) fn plan(
     num_warps: Option<u32>,
     target: &Target,
 ) -> Result<Plan, JitError> {
-    let kernel = program.check(name, bindings)?;
+    // The driver's pipeline up to the tile IR: unbound compile-time values, warps and stages
+    // are the static model's choice (as `tilec compile` makes it).
+    let src = program.source(name)?;
+    let req = Request {
+        pins: Pins {
+            consts: bindings.clone(),
+            num_warps,
+            num_stages: None,
+        },
+        config: ConfigSource::Model(None),
+        ..Request::new(name, target.clone())
+    };
+    let c = tile_driver::compile(src, &req, Stage::Ir).map_err(|e| program.driver_error(name, e))?;
+    let (kernel, config) = (c.ir, c.config);
     let params: Vec<ParamSig> = kernel
         .params
         .iter()
@@ -169,14 +205,14 @@ pub(crate) fn plan(
         }
         .into());
     }
-    let num_warps = num_warps.unwrap_or_else(|| kernel.warps.first().copied().unwrap_or(4));
     let base_key = cache::base_key(
         &program.digest,
         &KeyParts {
             source: "",
             kernel: name,
-            bindings,
-            num_warps,
+            bindings: &config.consts,
+            num_warps: config.num_warps,
+            num_stages: config.num_stages,
             specialization: &[],
             target_sm: target.sm,
             compiler_version: cache::COMPILER_VERSION,
@@ -186,7 +222,8 @@ pub(crate) fn plan(
     Ok(Plan {
         kernel,
         params,
-        num_warps,
+        num_warps: config.num_warps,
+        num_stages: config.num_stages,
         target: target.clone(),
         base_key,
     })
@@ -231,23 +268,20 @@ pub(crate) fn build(
     let opts = CompileOptions {
         target: plan.target.clone(),
         num_warps: plan.num_warps,
+        num_stages: plan.num_stages,
         specialization: spec.to_vec(),
     };
-    let compiled = tile_codegen::compile(&plan.kernel, &opts).map_err(|error| JitError::Codegen {
-        kernel: name.clone(),
-        error,
+    let lowered = tile_driver::lower(&plan.kernel, &opts, ptxas).map_err(|e| match e {
+        DriverError::Codegen(error) => JitError::Codegen {
+            kernel: name.clone(),
+            error,
+        },
+        e => JitError::Ptxas {
+            kernel: name.clone(),
+            message: e.to_string(),
+        },
     })?;
-    let cubin = match ptxas {
-        Some(p) => Some(
-            tile_codegen::ptxas::assemble(p, &compiled.ptx, plan.target.sm)
-                .map_err(|message| JitError::Ptxas {
-                    kernel: name.clone(),
-                    message,
-                })?
-                .0,
-        ),
-        None => None,
-    };
+    let (compiled, cubin) = (lowered.compiled, lowered.cubin.map(|(c, _)| c));
     let entry = CacheEntry {
         kernel: compiled.name,
         threads_per_block: compiled.threads_per_block,
@@ -263,6 +297,22 @@ pub(crate) fn build(
         report.write_error = Some(e.to_string());
     }
     Ok((key, entry, Origin::Compiled, report))
+}
+
+/// The PTX the JIT compiles for kernel `name` of `source` with `bindings` and `opts`, specialised
+/// as `spec` (one entry per parameter, or empty), for `target` — without a GPU and without the
+/// disk cache: the same pipeline and choices as a launch, for tests and offline inspection.
+pub fn jit_ptx(
+    source: Source,
+    name: &str,
+    bindings: &[(&str, ConstValue)],
+    opts: &crate::KernelOptions,
+    target: &Target,
+    spec: &[ArgSpec],
+) -> Result<String, JitError> {
+    let program = Program::load(source)?;
+    let plan = plan(&program, name, &to_bindings(bindings), opts.num_warps, target)?;
+    Ok(build(&plan, spec, None, None)?.1.ptx)
 }
 
 /// `(major, minor, arch-specific)` of a target name: `sm_90a` → `(9, 0, true)`.
@@ -292,7 +342,7 @@ pub(crate) fn target_for(cc: (i32, i32)) -> Result<Target, JitError> {
         // Newer GPUs run sm_90 PTX through the driver's JIT.
         _ => "sm_90",
     };
-    tile_codegen::target(name).map_err(|error| JitError::Codegen {
+    tile_driver::target(name).map_err(|error| JitError::Codegen {
         kernel: String::new(),
         error,
     })
@@ -334,7 +384,7 @@ mod tests {
     }
 
     fn target() -> Target {
-        tile_codegen::target("sm_90a").unwrap()
+        tile_driver::target("sm_90a").unwrap()
     }
 
     fn block(n: i64) -> Bindings {
@@ -448,7 +498,7 @@ mod tests {
 
     #[test]
     fn build_assembles_a_cubin_when_ptxas_is_found() {
-        let Some(ptxas) = tile_codegen::ptxas::find() else {
+        let Some(ptxas) = tile_driver::find_ptxas() else {
             eprintln!("skipped: no ptxas (tests/setup.sh installs one)");
             return;
         };

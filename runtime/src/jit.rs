@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tile_codegen::{ArgSpec, Target};
+use tile_driver::{ArgSpec, Target};
 use tile_lang::ir::ConstValue;
 
 use crate::args::{self, Arg, MAX_PARAMS, ParamSig};
@@ -38,7 +38,7 @@ impl Default for JitOptions {
         JitOptions {
             target: None,
             cache_dir: crate::cache::default_cache_dir(),
-            ptxas: tile_codegen::ptxas::find(),
+            ptxas: tile_driver::find_ptxas(),
         }
     }
 }
@@ -46,7 +46,7 @@ impl Default for JitOptions {
 /// Per-kernel choices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelOptions {
-    /// Warps per block; `None`: the kernel's first `#[warps(..)]` candidate, else 4.
+    /// Warps per block; `None`: the static model's choice (as `tilec compile` makes it).
     pub num_warps: Option<u32>,
 }
 
@@ -298,6 +298,16 @@ impl JitKernel {
 
     pub fn num_warps(&self) -> u32 {
         self.inner.plan.num_warps
+    }
+
+    pub fn num_stages(&self) -> u32 {
+        self.inner.plan.num_stages
+    }
+
+    /// Every compile-time value the kernel was compiled with: the bindings given, and the
+    /// static model's choice for the rest (read `BLOCK` here to size the grid).
+    pub fn consts(&self) -> &[(String, ConstValue)] {
+        &self.inner.plan.kernel.consts
     }
 
     /// Checks `args` against the signature without launching.

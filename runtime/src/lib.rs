@@ -45,7 +45,7 @@
 //!
 //! 1. [`check_args`]: the arguments against the kernel's parameters, a pure function.
 //! 2. Specialisation, as Triton does: each integer argument equal to 1 or divisible by 16, and
-//!    each buffer aligned to 16 bytes, is a fact codegen may use ([`tile_codegen::ArgSpec`]);
+//!    each buffer aligned to 16 bytes, is a fact codegen may use ([`tile_driver::ArgSpec`]);
 //!    the facts of a launch select one compiled variant of the kernel.
 //! 3. The variant, from the first cache that has it: the handle's own list (packed tags, no
 //!    hashing), the [`Jit`]'s map (shared by handles), the disk cache (across processes; see
@@ -71,7 +71,7 @@ mod timing;
 pub mod tune;
 
 pub use args::{Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, signature, spec_tags};
-pub use compile::{JitError, Origin, Source};
+pub use compile::{JitError, Origin, Source, jit_ptx};
 pub use gpu::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, plan_args};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
 pub use tensor::{DeviceTensor, Element};
@@ -80,7 +80,7 @@ pub use timing::{TimingOptions, Timings};
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
 /// versions the JIT uses.
 pub use half;
-pub use tile_codegen::{ArgSpec, Target};
+pub use tile_driver::{ArgSpec, Target};
 pub use tile_lang::ir::{ConstValue, DType, Elem};
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-use tile_codegen::{ArgSpec, Target};
+use tile_driver::{ArgSpec, Target};
 use tile_lang::interp::Scalar;
 use tile_lang::ir::{ConstValue, DType, Kernel};
 use tile_lang::spec::{self, Case, PlanArg, RunSpec};
@@ -85,7 +85,7 @@ impl TuneOptions {
     pub fn new(target: Target) -> TuneOptions {
         TuneOptions {
             target,
-            ptxas: tile_codegen::ptxas::find(),
+            ptxas: tile_driver::find_ptxas(),
             top_k: Some(4),
             timing: TimingOptions::default(),
             cache_dir: cache::default_cache_dir(),
@@ -610,9 +610,7 @@ struct Buffers {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error("{0}")]
-    Codegen(#[from] tile_codegen::CodegenError),
-    #[error("ptxas: {0}")]
-    Ptxas(String),
+    Compile(#[from] tile_driver::DriverError),
     #[error("{0}")]
     Spec(String),
     #[error(transparent)]
@@ -633,25 +631,18 @@ pub fn plan_specialization(args: &[PlanArg]) -> Vec<ArgSpec> {
         .collect()
 }
 
-/// Compiles `kernel` to PTX, assembles it with `ptxas` when given (else the driver JIT-compiles
-/// the PTX), and loads it on `gpu`.
+/// Lowers `kernel` through the driver's back half (to a cubin when `ptxas` is given, else the
+/// GPU driver JIT-compiles the PTX) and loads it on `gpu`.
 pub fn build(
     gpu: &Gpu,
     kernel: &Kernel,
-    opts: &tile_codegen::CompileOptions,
+    opts: &tile_driver::CompileOptions,
     ptxas: Option<&Path>,
-) -> Result<(tile_codegen::Compiled, crate::gpu::Function), BuildError> {
-    let compiled = tile_codegen::compile(kernel, opts)?;
-    let cubin = match ptxas {
-        Some(p) => Some(
-            tile_codegen::ptxas::assemble(p, &compiled.ptx, opts.target.sm)
-                .map_err(BuildError::Ptxas)?
-                .0,
-        ),
-        None => None,
-    };
-    let image = match &cubin {
-        Some(b) => Image::Cubin(b),
+) -> Result<(tile_driver::Compiled, crate::gpu::Function), BuildError> {
+    let lowered = tile_driver::lower(kernel, opts, ptxas)?;
+    let compiled = lowered.compiled;
+    let image = match &lowered.cubin {
+        Some((b, _)) => Image::Cubin(b),
         None => Image::Ptx(&compiled.ptx),
     };
     let f = gpu.load(image, &compiled.name, compiled.smem_bytes)?;
@@ -684,9 +675,10 @@ fn time_candidate(
         (None, Problem::Launch { args, .. }) => args.iter().map(arg_spec_of).collect(),
         (None, Problem::Case { .. }) => unreachable!("a case always has a plan"),
     };
-    let copts = tile_codegen::CompileOptions {
+    let copts = tile_driver::CompileOptions {
         target: opts.target.clone(),
         num_warps: cfg.num_warps,
+        num_stages: cfg.num_stages,
         specialization,
     };
     let (compiled, f) = build(gpu, kernel, &copts, opts.ptxas.as_deref())?;
@@ -933,7 +925,7 @@ mod tests {
         let file = syntax::parse(SRC).unwrap();
         let (specs, _) = spec::parse_specs(&file);
         let case = spec::bench_cases(&specs[0]).unwrap().pop().unwrap();
-        let target = tile_codegen::target("90a").unwrap();
+        let target = tile_driver::target("90a").unwrap();
         let req = TuneRequest {
             source: SRC,
             kernel: "vector_add",

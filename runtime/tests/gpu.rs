@@ -286,12 +286,16 @@ fn tensors_round_trip_every_host_type() {
 fn the_untyped_gpu_api_still_works() {
     // What `tilec verify` does: compile by hand, load, launch with untyped arguments.
     let g = gpu();
-    let ast = tile_lang::syntax::parse(VECTOR_ADD).unwrap();
-    let bindings = vec![("BLOCK".to_string(), ConstValue::Int(256))];
-    let k = tile_lang::check::check_kernel(VECTOR_ADD, &ast, "vector_add", &bindings).unwrap();
+    let src = tile_driver::Source::parse("vector_add.tile", VECTOR_ADD).unwrap();
     let cc = g.compute_capability().unwrap();
-    let target = tile_codegen::target(if cc == (9, 0) { "sm_90a" } else { "sm_80" }).unwrap();
-    let c = tile_codegen::compile(&k, &tile_codegen::CompileOptions::new(target)).unwrap();
+    let target = tile_driver::target(if cc == (9, 0) { "sm_90a" } else { "sm_80" }).unwrap();
+    let mut req = tile_driver::Request::new("vector_add", target);
+    req.pins.consts = vec![("BLOCK".to_string(), ConstValue::Int(256))];
+    let c = tile_driver::compile(&src, &req, tile_driver::Stage::Ptx)
+        .unwrap()
+        .lowered
+        .unwrap()
+        .compiled;
     let f = g.load(Image::Ptx(&c.ptx), &c.name, c.smem_bytes).unwrap();
     let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     let x = g.upload(&bytes(&[1.0, 2.0, 3.0])).unwrap();

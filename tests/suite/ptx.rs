@@ -384,3 +384,40 @@ fn no_kernel_computes_in_16_bit_integer_registers() {
     assert!(compiled > 20, "only {compiled} kernels compiled");
     assert_none("16-bit integer arithmetic in PTX", &problems);
 }
+
+/// The JIT and `tilec compile` go through one pipeline with one default configuration (the
+/// static model's choice): for every example kernel, with nothing bound, they produce the same
+/// PTX.
+#[test]
+fn jit_and_tilec_compile_produce_identical_ptx() {
+    let target = snapshot_target();
+    let mut compared = 0;
+    let mut problems = Vec::new();
+    for p in tile_files("dsl-examples") {
+        let file = rel(&p);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let src = tile_driver::Source::parse(&file, &text).unwrap();
+        for kernel in src.kernel_names() {
+            let path = p.to_string_lossy();
+            let (code, tilec_ptx, err) =
+                tile_tests::tilec(&["compile", &path, "--kernel", &kernel, "--emit", "ptx", "--sm", "90a"]);
+            if code != 0 {
+                problems.push(format!("{file}: `{kernel}`: tilec compile failed: {err}"));
+                continue;
+            }
+            let source = tile_runtime::Source::Text {
+                name: file.clone(),
+                text: text.clone(),
+            };
+            match tile_runtime::jit_ptx(source, &kernel, &[], &Default::default(), &target, &[]) {
+                Ok(jit) if jit == tilec_ptx => compared += 1,
+                Ok(_) => problems.push(format!(
+                    "{file}: `{kernel}`: the JIT's PTX differs from tilec compile's"
+                )),
+                Err(e) => problems.push(format!("{file}: `{kernel}`: the JIT failed: {e}")),
+            }
+        }
+    }
+    assert_none("JIT vs tilec compile", &problems);
+    assert!(compared >= 10, "only {compared} kernels compared");
+}

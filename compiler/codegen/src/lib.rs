@@ -96,6 +96,10 @@ pub struct CompileOptions {
     pub target: Target,
     /// Warps per block (a power of two, 1 to 32).
     pub num_warps: u32,
+    /// Software-pipelining depth of the kernel's loops (1: none). Carried through the options,
+    /// cache keys and the tuner; the lowering does not pipeline loops yet, so it does not
+    /// change the PTX today.
+    pub num_stages: u32,
     /// One entry per kernel parameter (or empty: nothing is assumed).
     pub specialization: Vec<ArgSpec>,
 }
@@ -105,6 +109,7 @@ impl CompileOptions {
         CompileOptions {
             target,
             num_warps: 4,
+            num_stages: 1,
             specialization: Vec::new(),
         }
     }

@@ -212,8 +212,8 @@ fn configure(
                 .map_err(|d| anyhow::anyhow!("{}", d[0].message))?;
             Ok(Config {
                 consts: k.consts.clone(),
-                num_warps: k.warps.first().copied().unwrap_or(4),
-                num_stages: 1,
+                num_warps: tile_driver::default_warps(&k),
+                num_stages: tile_driver::default_stages(&k),
             })
         }
     }
@@ -233,9 +233,10 @@ fn bench_case(
     let mut case = case.clone();
     case.consts = kernel.consts.clone();
     let plan = spec::plan(s, &case, kernel).map_err(|d| anyhow::anyhow!("{}", d.message))?;
-    let copts = tile_codegen::CompileOptions {
+    let copts = tile_driver::CompileOptions {
         target: g.target.clone(),
         num_warps: config.num_warps,
+        num_stages: config.num_stages,
         specialization: tune::plan_specialization(&plan.args),
     };
     let (compiled, f) = tune::build(&g.gpu, kernel, &copts, g.ptxas.as_deref())?;

@@ -22,7 +22,7 @@ pub(crate) fn cmd_explain(
         num_warps,
         num_stages,
     };
-    let target = tile_codegen::target(sm)?;
+    let target = tile_driver::target(sm)?;
     let desc = TargetDesc::for_target(&target)
         .ok_or_else(|| anyhow::anyhow!("the cost model has no figures for {}; use --sm 90 or 90a", target.sm))?;
     let src = super::read(file)?;
@@ -57,7 +57,7 @@ fn micros(s: f64) -> String {
     format!("{:.2} us", s * 1e6)
 }
 
-fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDesc) -> std::io::Result<()> {
+pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDesc) -> std::io::Result<()> {
     let best = c.best();
     let e = best.estimate.as_ref().expect("the chosen candidate has an estimate");
     writeln!(out, "kernel {} on {}", c.kernel, t.target.sm)?;

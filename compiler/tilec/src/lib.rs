@@ -40,8 +40,8 @@ enum Command {
     /// Compile one file and print the requested stages.
     Compile {
         file: PathBuf,
-        /// Stages to print, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "ir")]
+        /// Stages to print, comma-separated (default: `ir`, or nothing when `-o` is given).
+        #[arg(long, value_delimiter = ',')]
         emit: Vec<Stage>,
         /// Bind a compile-time parameter (repeatable): -D BLOCK=1024, -D T=bf16.
         #[arg(short = 'D', value_name = "NAME=VALUE")]
@@ -52,14 +52,23 @@ enum Command {
         /// GPU target: 80, 89, 90 or 90a.
         #[arg(long, default_value = "90a")]
         sm: String,
-        /// Warps per block (default: the kernel's first `#[warps(..)]` candidate, else 4).
+        /// Pin warps per block.
         #[arg(long)]
         num_warps: Option<u32>,
+        /// Pin pipeline stages.
+        #[arg(long)]
+        num_stages: Option<u32>,
+        /// Where unpinned compile-time values, warps and stages come from: the static model
+        /// (`tilec explain`; the JIT's default too) or each one's first candidate.
+        #[arg(long, value_enum, default_value = "model")]
+        config: ConfigArg,
         /// Compile as for launches whose pointers are 16-byte aligned and whose integer
         /// arguments are multiples of 16 (what the JIT specialises on).
         #[arg(long)]
         assume_aligned: bool,
-        /// Write the PTX here (one kernel: the file; several: one file per kernel, NAME.ptx).
+        /// Write the PTX here instead of printing it: one module with every kernel's entry (or
+        /// the one `--kernel` names); an existing directory, or a path ending in `/`, gets one
+        /// NAME.ptx per kernel.
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
         /// Print each kernel's parse, check, codegen and ptxas wall times to stderr.
@@ -160,9 +169,20 @@ impl OptArgs {
     }
 }
 
+/// Where `tilec compile` takes a kernel's configuration from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ConfigArg {
+    /// The static model's choice (falls back to the defaults on targets it does not describe).
+    Model,
+    /// Each tunable's first candidate, the first `#[warps]` (else 4), the first `#[stages]` (else 1).
+    Defaults,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Stage {
     Ast,
+    /// The configuration and, when the model chose it, every candidate with its verdict.
+    Config,
     Ir,
     /// The IR after the e-graph optimizer (exact rules only).
     Opt,
@@ -196,19 +216,26 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             kernel,
             sm,
             num_warps,
+            num_stages,
+            config,
             output,
             timings,
             assume_aligned,
             opt,
         } => cmd_compile(
             &file,
-            &emit,
-            &defines,
-            kernel.as_deref(),
-            &sm,
-            (num_warps, assume_aligned, opt.options()),
-            output.as_deref(),
-            timings,
+            &CompileArgs {
+                emit,
+                defines,
+                kernel,
+                sm,
+                pins: (num_warps, num_stages),
+                config,
+                assume_aligned,
+                rewrite: opt.options(),
+                output,
+                timings,
+            },
             out,
             err,
         ),
@@ -379,148 +406,225 @@ fn cmd_check(
     Ok(if failed > 0 { 1 } else { 0 })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn cmd_compile(
-    file: &Path,
-    emit: &[Stage],
-    defines: &[String],
-    kernel: Option<&str>,
-    sm: &str,
-    (num_warps, assume_aligned, rewrite): (Option<u32>, bool, Option<tile_opt::egraph::OptOptions>),
-    output: Option<&Path>,
+/// What `tilec compile` was asked for.
+struct CompileArgs {
+    emit: Vec<Stage>,
+    defines: Vec<String>,
+    kernel: Option<String>,
+    sm: String,
+    /// `--num-warps`, `--num-stages`.
+    pins: (Option<u32>, Option<u32>),
+    config: ConfigArg,
+    assume_aligned: bool,
+    rewrite: Option<tile_opt::egraph::OptOptions>,
+    output: Option<PathBuf>,
     timings: bool,
-    out: &mut dyn Write,
-    err: &mut dyn WriteColor,
-) -> anyhow::Result<i32> {
-    let bindings = parse_defines(defines)?;
-    let target = tile_codegen::target(sm)?;
-    let src = read(file)?;
-    let ms = |t: Instant| Some(t.elapsed().as_secs_f64() * 1e3);
-    let started = Instant::now();
-    let parsed = syntax::parse(&src.text);
-    let parse_ms = ms(started);
-    let ast = match parsed {
-        Ok(a) => a,
-        Err(d) => {
-            diag::emit(err, &src.name, &src.text, &d);
+}
+
+fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
+    use tile_driver::Stage as Until;
+    let emit: Vec<Stage> = match (a.emit.is_empty(), &a.output) {
+        (true, None) => vec![Stage::Ir],
+        _ => a.emit.clone(),
+    };
+    let pins = tile_driver::Pins {
+        consts: parse_defines(&a.defines)?,
+        num_warps: a.pins.0,
+        num_stages: a.pins.1,
+    };
+    let target = tile_driver::target(&a.sm)?;
+    let file_text = read(file)?;
+    let src = match tile_driver::Source::parse(file_text.name, file_text.text) {
+        Ok(s) => s,
+        Err(e) => {
+            diag::emit(
+                err,
+                &file.display().to_string(),
+                &std::fs::read_to_string(file)?,
+                e.diagnostics().unwrap_or(&[]),
+            );
             return Ok(1);
         }
     };
     if emit.contains(&Stage::Ast) {
-        write!(out, "{ast}")?;
+        write!(out, "{}", src.ast)?;
     }
-    let names = match kernel {
-        Some(k) => vec![k.to_string()],
-        None => check::kernel_names(&ast),
+    let until = if emit.contains(&Stage::Resources) {
+        Until::Cubin
+    } else if a.output.is_some() || emit.iter().any(|s| matches!(s, Stage::LlvmIr | Stage::Ptx)) {
+        Until::Ptx
+    } else {
+        Until::Rewrite
+    };
+    let ptxas =
+        match until {
+            Until::Cubin => Some(tile_driver::find_ptxas().ok_or_else(|| {
+                anyhow::anyhow!("`--emit resources` needs ptxas: run tests/setup.sh, or set TILE_PTXAS")
+            })?),
+            _ => None,
+        };
+    // `--emit opt` prints the rewritten IR, so it puts the rewriter in the pipeline.
+    let rewrite = match (&a.rewrite, emit.contains(&Stage::Opt)) {
+        (Some(o), _) => Some(o.clone()),
+        (None, true) => Some(tile_opt::egraph::OptOptions::default()),
+        (None, false) => None,
+    };
+    let names = match &a.kernel {
+        Some(k) => vec![k.clone()],
+        None => src.kernel_names(),
     };
     let mut failed = false;
-    // Per kernel: parse, check, codegen, ptxas milliseconds (None: that stage did not run).
-    let mut times: Vec<(String, [Option<f64>; 4])> = Vec::new();
+    let mut modules: Vec<(String, String)> = Vec::new();
     for name in names {
-        let started = Instant::now();
-        let checked = check::check_kernel(&src.text, &ast, &name, &bindings);
-        times.push((name.clone(), [parse_ms, ms(started), None, None]));
-        let t = &mut times.last_mut().expect("just pushed").1;
-        match checked {
-            Ok(k) => {
-                let k = match &rewrite {
-                    Some(o) => tile_opt::egraph::optimize(&k, o)?.0,
-                    None => k,
-                };
-                if emit.contains(&Stage::Ir) {
-                    write!(out, "{k}")?;
-                }
-                if emit.contains(&Stage::Opt) {
-                    let opts = tile_opt::egraph::OptOptions::default();
-                    let (o, report) = tile_opt::egraph::optimize(&k, &opts)?;
-                    write!(out, "{o}")?;
-                    writeln!(
-                        err,
-                        "{}: optimized in {:.2?}: {} -> {} ops, rules {:?}",
-                        k.name, report.time, report.ops_before, report.ops_after, report.applied
-                    )?;
-                }
-                let wants_gpu = output.is_some()
-                    || emit
-                        .iter()
-                        .any(|s| matches!(s, Stage::LlvmIr | Stage::Ptx | Stage::Resources));
-                if !wants_gpu {
-                    continue;
-                }
-                let opts = tile_codegen::CompileOptions {
-                    target: target.clone(),
-                    num_warps: num_warps.unwrap_or_else(|| k.warps.first().copied().unwrap_or(4)),
-                    specialization: if assume_aligned {
-                        k.params
-                            .iter()
-                            .map(|_| tile_codegen::ArgSpec {
-                                equals_one: false,
-                                divisible_by_16: true,
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    },
-                };
-                let started = Instant::now();
-                let compiled = tile_codegen::compile(&k, &opts);
-                t[2] = ms(started);
-                let c = match compiled {
-                    Ok(c) => c,
-                    Err(e) => {
-                        writeln!(err, "error: {}: kernel `{}`: {e}", src.name, k.name)?;
-                        failed = true;
-                        continue;
-                    }
-                };
-                if emit.contains(&Stage::LlvmIr) {
-                    write!(out, "{}", c.llvm_ir)?;
-                }
-                if emit.contains(&Stage::Ptx) {
-                    write!(out, "{}", c.ptx)?;
-                }
-                if emit.contains(&Stage::Resources) {
-                    let ptxas = tile_codegen::ptxas::find().ok_or_else(|| {
-                        anyhow::anyhow!("`--emit resources` needs ptxas: run tests/setup.sh, or set TILE_PTXAS")
-                    })?;
-                    let started = Instant::now();
-                    let assembled = tile_codegen::ptxas::assemble(&ptxas, &c.ptx, target.sm);
-                    t[3] = ms(started);
-                    match assembled {
-                        Ok((_, r)) => writeln!(
-                            out,
-                            "{}: {r}, dynamic shared {} B, {} threads",
-                            k.name, c.smem_bytes, c.threads_per_block
-                        )?,
-                        Err(e) => {
-                            writeln!(err, "error: {}: kernel `{}`: {e}", src.name, k.name)?;
-                            failed = true;
-                        }
-                    }
-                }
-                if let Some(o) = output {
-                    let path = if kernel.is_some() || check::kernel_names(&ast).len() == 1 {
-                        o.to_path_buf()
-                    } else {
-                        o.join(format!("{}.ptx", k.name))
-                    };
-                    std::fs::write(&path, &c.ptx)
-                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-                }
-            }
-            Err(d) => {
-                diag::emit(err, &src.name, &src.text, &d);
+        let req = tile_driver::Request {
+            pins: pins.clone(),
+            config: match a.config {
+                ConfigArg::Model => tile_driver::ConfigSource::Model(None),
+                ConfigArg::Defaults => tile_driver::ConfigSource::Defaults,
+            },
+            rewrite: rewrite.clone(),
+            specialization: Vec::new(),
+            ptxas: ptxas.clone(),
+            ..tile_driver::Request::new(&name, target.clone())
+        };
+        let mut req = req;
+        let c = match tile_driver::compile(&src, &req, Until::Ir) {
+            Ok(c) => c,
+            Err(e) => {
+                report_error(err, &src, &name, &e)?;
                 failed = true;
+                continue;
             }
+        };
+        if a.assume_aligned {
+            req.specialization = vec![
+                tile_driver::ArgSpec {
+                    equals_one: false,
+                    divisible_by_16: true,
+                };
+                c.ir.params.len()
+            ];
+        }
+        // The configuration is settled: compile the rest with it, choosing nothing again.
+        req.config = tile_driver::ConfigSource::Given(c.config.clone());
+        if emit.contains(&Stage::Config) {
+            write_config(out, &c, &target)?;
+        }
+        if emit.contains(&Stage::Ir) {
+            write!(out, "{}", c.ir)?;
+        }
+        let c = match tile_driver::compile(&src, &req, until) {
+            Ok(done) => tile_driver::Compilation {
+                choice: c.choice,
+                config_note: c.config_note,
+                ..done
+            },
+            Err(e) => {
+                report_error(err, &src, &name, &e)?;
+                failed = true;
+                continue;
+            }
+        };
+        if let Some((k, report)) = &c.rewritten
+            && emit.contains(&Stage::Opt)
+        {
+            write!(out, "{k}")?;
+            writeln!(
+                err,
+                "{}: optimized in {:.2?}: {} -> {} ops, rules {:?}",
+                k.name, report.time, report.ops_before, report.ops_after, report.applied
+            )?;
+        }
+        if let Some(l) = &c.lowered {
+            if emit.contains(&Stage::LlvmIr) {
+                write!(out, "{}", l.compiled.llvm_ir)?;
+            }
+            // With `-o`, the PTX goes to the file only.
+            if emit.contains(&Stage::Ptx) && a.output.is_none() {
+                write!(out, "{}", l.compiled.ptx)?;
+            }
+            if let Some((_, r)) = &l.cubin
+                && emit.contains(&Stage::Resources)
+            {
+                writeln!(
+                    out,
+                    "{}: {r}, dynamic shared {} B, {} threads",
+                    name, l.compiled.smem_bytes, l.compiled.threads_per_block
+                )?;
+            }
+            modules.push((name.clone(), l.compiled.ptx.clone()));
+        }
+        if a.timings {
+            let ms = |d: Option<std::time::Duration>| {
+                d.map_or("-".to_string(), |d| format!("{:.1} ms", d.as_secs_f64() * 1e3))
+            };
+            let t = &c.timings;
+            writeln!(
+                err,
+                "timings: {name}: parse {}, config {}, check {}, rewrite {}, codegen {}, ptxas {}",
+                ms(Some(src.parse_time)),
+                ms(t.config),
+                ms(t.check),
+                ms(t.rewrite),
+                ms(t.codegen),
+                ms(t.ptxas)
+            )?;
         }
     }
-    if timings {
-        for (name, t) in times {
-            let [p, c, g, x] = t.map(|t| t.map_or("-".to_string(), |t| format!("{t:.1} ms")));
-            writeln!(err, "timings: {name}: parse {p}, check {c}, codegen {g}, ptxas {x}")?;
-        }
+    if let Some(o) = &a.output
+        && !modules.is_empty()
+    {
+        write_ptx_output(o, &modules)?;
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// Prints a driver error: the source diagnostics when it has them, else one line.
+fn report_error(
+    err: &mut dyn WriteColor,
+    src: &tile_driver::Source,
+    kernel: &str,
+    e: &tile_driver::DriverError,
+) -> anyhow::Result<()> {
+    match e.diagnostics() {
+        Some(d) => diag::emit(err, &src.name, &src.text, d),
+        None => writeln!(err, "error: {}: kernel `{kernel}`: {e}", src.name)?,
+    }
+    Ok(())
+}
+
+/// `--emit config`: the configuration, and the model's whole choice when it made one.
+fn write_config(out: &mut dyn Write, c: &tile_driver::Compilation, target: &tile_driver::Target) -> anyhow::Result<()> {
+    match (&c.choice, tile_driver::TargetDesc::for_target(target)) {
+        (Some(choice), Some(desc)) => explain::write_choice(out, choice, &desc)?,
+        _ => {
+            writeln!(out, "kernel {} on {}", c.ir.name, target.sm)?;
+            writeln!(out, "chosen: {}", c.config)?;
+            if let Some(n) = &c.config_note {
+                writeln!(out, "  ({n})")?;
+            } else {
+                writeln!(out, "  (defaults: first candidates, pins applied)")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `-o`: one PTX module holding every kernel's entry, or one NAME.ptx per kernel into a
+/// directory (an existing one, or a path ending in `/`, created if missing).
+fn write_ptx_output(o: &Path, modules: &[(String, String)]) -> anyhow::Result<()> {
+    let write = |path: &Path, text: &str| {
+        std::fs::write(path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    };
+    if o.is_dir() || o.to_string_lossy().ends_with('/') {
+        std::fs::create_dir_all(o).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", o.display()))?;
+        for (name, ptx) in modules {
+            write(&o.join(format!("{name}.ptx")), ptx)?;
+        }
+        return Ok(());
+    }
+    let ptx: Vec<String> = modules.iter().map(|(_, p)| p.clone()).collect();
+    write(o, &tile_driver::merge_ptx(&ptx))
 }
 
 /// Every `.tile` in the first `dsl-examples/` found in the current directory or an ancestor.
@@ -578,7 +682,7 @@ pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>
 fn gpu_backend(sm: &str, out: &mut dyn Write) -> anyhow::Result<GpuBackend> {
     let gpu = tile_runtime::Gpu::new(0)
         .map_err(|e| anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead"))?;
-    let target = tile_codegen::target(sm)?;
+    let target = tile_driver::target(sm)?;
     writeln!(
         out,
         "GPU: {} (compute capability {:?}), target {}",
@@ -589,14 +693,14 @@ fn gpu_backend(sm: &str, out: &mut dyn Write) -> anyhow::Result<GpuBackend> {
     Ok(GpuBackend {
         gpu,
         target,
-        ptxas: tile_codegen::ptxas::find(),
+        ptxas: tile_driver::find_ptxas(),
     })
 }
 
 /// Where the GPU runs: the device and how to compile for it.
 pub struct GpuBackend {
     pub gpu: tile_runtime::Gpu,
-    pub target: tile_codegen::Target,
+    pub target: tile_driver::Target,
     pub ptxas: Option<PathBuf>,
 }
 
@@ -614,6 +718,12 @@ pub fn verify(
         return Err(c.diags);
     }
     let ast = c.ast.expect("no diagnostics means the file parsed");
+    let src = tile_driver::Source {
+        name: "spec".into(),
+        text: text.into(),
+        ast,
+        parse_time: Default::default(),
+    };
     let mut results = Vec::new();
     for s in &c.specs {
         let reference = match &s.reference {
@@ -647,7 +757,7 @@ pub fn verify(
                 printed: vec![],
                 has_reference: reference.is_some(),
             };
-            match run_case(text, &ast, s, case, seed(&s.kernel, i), reference, (gpu, rewrite)) {
+            match run_case(&src, s, case, seed(&s.kernel, i), reference, (gpu, rewrite)) {
                 Ok((c, printed)) => {
                     r.comparisons = c;
                     r.printed = printed;
@@ -664,30 +774,36 @@ pub fn verify(
 type CaseOutcome = (Vec<spec::Comparison>, Vec<String>);
 
 fn run_case(
-    text: &str,
-    ast: &syntax::ast::File,
+    src: &tile_driver::Source,
     s: &RunSpec,
     case: &Case,
     seed: u64,
     reference: Option<spec::Reference>,
     (gpu, rewrite): (Option<&GpuBackend>, Option<&tile_opt::egraph::OptOptions>),
 ) -> Result<CaseOutcome, String> {
-    let render = |d: Vec<Diagnostic>| diag::render("spec", text, &d);
-    let kernel = check::check_kernel(text, ast, &s.kernel, &case.consts).map_err(render)?;
-    let kernel = match rewrite {
-        Some(o) => {
-            tile_opt::egraph::optimize(&kernel, o)
-                .map_err(|e| format!("optimizer: {e}"))?
-                .0
-        }
-        None => kernel,
+    let render = |d: Vec<Diagnostic>| diag::render("spec", &src.text, &d);
+    // The front half of the pipeline: the case's values pinned, the rest the kernel's defaults
+    // (what the run spec says is what is verified), rewritten when asked.
+    let target = gpu.map_or_else(
+        || tile_driver::target("sm_90a").expect("a known target"),
+        |g| g.target.clone(),
+    );
+    let req = tile_driver::Request {
+        pins: tile_driver::Pins {
+            consts: case.consts.clone(),
+            ..Default::default()
+        },
+        rewrite: rewrite.cloned(),
+        ..tile_driver::Request::new(&s.kernel, target)
     };
-    let mut p = spec::prepare(s, case, &kernel, seed).map_err(|d| render(vec![d]))?;
+    let compiled = tile_driver::compile(src, &req, tile_driver::Stage::Rewrite).map_err(|e| src.render(&e))?;
+    let kernel = compiled.kernel();
+    let mut p = spec::prepare(s, case, kernel, seed).map_err(|d| render(vec![d]))?;
     let expected = reference.map(|r| r(&p.reference_input));
     let initial = p.buffers.clone();
-    let printed = interp::run(&kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
+    let printed = interp::run(kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
     let gpu_out = match gpu {
-        Some(g) => Some(run_on_gpu(g, &kernel, &p, initial)?),
+        Some(g) => Some(run_on_gpu(g, kernel, &compiled.config, &p, initial)?),
         None => None,
     };
     let mut out = Vec::new();
@@ -761,6 +877,7 @@ fn compare_output(
 fn run_on_gpu(
     g: &GpuBackend,
     kernel: &Kernel,
+    config: &tile_driver::Config,
     p: &spec::Prepared,
     initial: Vec<interp::Buffer>,
 ) -> Result<Vec<interp::Buffer>, String> {
@@ -771,14 +888,15 @@ fn run_on_gpu(
         .args
         .iter()
         .map(|a| match a {
-            interp::Arg::Buffer(_) => tile_codegen::ArgSpec::of_ptr(0),
-            interp::Arg::Scalar(interp::Scalar::I(v)) => tile_codegen::ArgSpec::of_int(*v),
-            interp::Arg::Scalar(_) => tile_codegen::ArgSpec::default(),
+            interp::Arg::Buffer(_) => tile_driver::ArgSpec::of_ptr(0),
+            interp::Arg::Scalar(interp::Scalar::I(v)) => tile_driver::ArgSpec::of_int(*v),
+            interp::Arg::Scalar(_) => tile_driver::ArgSpec::default(),
         })
         .collect();
-    let opts = tile_codegen::CompileOptions {
+    let opts = tile_driver::CompileOptions {
         target: g.target.clone(),
-        num_warps: kernel.warps.first().copied().unwrap_or(4),
+        num_warps: config.num_warps,
+        num_stages: config.num_stages,
         specialization,
     };
     let (c, f) = tile_runtime::tune::build(&g.gpu, kernel, &opts, g.ptxas.as_deref()).map_err(|e| e.to_string())?;

@@ -48,7 +48,7 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
         num_warps: None,
         num_stages: None,
     };
-    let target = tile_codegen::target(&a.sm)?;
+    let target = tile_driver::target(&a.sm)?;
     let src = super::read(&a.file)?;
     let ast = match syntax::parse(&src.text) {
         Ok(x) => x,
