@@ -344,7 +344,7 @@ pub(crate) fn target_for(cc: (i32, i32)) -> Result<Target, JitError> {
     };
     tile_driver::target(name).map_err(|error| JitError::Codegen {
         kernel: String::new(),
-        error,
+        error: error.into(),
     })
 }
 

@@ -242,9 +242,9 @@ impl Gpu {
 impl KernelArg<'_> {
     /// A scalar argument of dtype `d` holding `v` (as the interpreter holds values): its bits,
     /// in the width the kernel's parameter has.
-    pub fn scalar(d: tile_lang::ir::DType, v: tile_lang::interp::Scalar) -> KernelArg<'static> {
+    pub fn scalar(d: tile_lang::ir::DType, v: tile_lang::ir::Scalar) -> KernelArg<'static> {
         use tile_lang::ir::DType;
-        let bits = tile_lang::interp::scalar::to_bits(d, v);
+        let bits = tile_lang::ir::scalar::to_bits(d, v);
         match d.bits() {
             8 => KernelArg::U8(bits as u8),
             16 => KernelArg::U16(bits as u16),

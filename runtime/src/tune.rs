@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use tile_driver::{ArgSpec, Target};
-use tile_lang::interp::Scalar;
+use tile_lang::ir::Scalar;
 use tile_lang::ir::{ConstValue, DType, Kernel};
 use tile_lang::spec::{self, Case, PlanArg, RunSpec};
 use tile_lang::syntax::{self, ast};

@@ -1,7 +1,8 @@
 //! The interpreter's semantics on small kernels: each case is a source, a grid, arguments, and
 //! the expected result (buffer contents or the error's text).
 
-use tile_lang::interp::{self, Arg, Buffer, Scalar, floats, scalar};
+use tile_lang::interp::{self, Arg, Buffer};
+use tile_lang::ir::{Scalar, floats, scalar};
 use tile_lang::ir::DType;
 use tile_lang::{check, syntax};
 

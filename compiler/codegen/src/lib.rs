@@ -12,82 +12,18 @@
 //! vectorised accesses and layout propagation arrive with the performance work.
 
 mod axis;
-pub mod estimate;
-mod layout;
 mod lower;
 pub mod ptxas;
+
+// Targets, layouts and the resource estimate are GPU-free data the optimizer reads too.
+pub use tile_gir::{TARGETS, Target, UnknownTarget, estimate, target};
+use tile_gir::layout;
 
 use inkwell::OptimizationLevel;
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target as LlvmTarget, TargetTriple};
 use tile_lang::ir::{Kernel, Loc};
-
-/// A GPU target: its name for LLVM and ptxas, and its limits (data, never literals in codegen).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Target {
-    /// `sm_80`, `sm_89`, `sm_90`, `sm_90a`.
-    pub sm: &'static str,
-    /// The PTX ISA LLVM emits, as an LLVM feature (`+ptx80`).
-    pub ptx_feature: &'static str,
-    pub max_threads_per_block: u32,
-    pub max_regs_per_thread: u32,
-    /// Dynamic shared memory a block may use after opting in.
-    pub max_smem_per_block: u32,
-    pub warp_size: u32,
-}
-
-pub const TARGETS: &[Target] = &[
-    Target {
-        sm: "sm_80",
-        ptx_feature: "+ptx80",
-        max_threads_per_block: 1024,
-        max_regs_per_thread: 255,
-        max_smem_per_block: 163 * 1024,
-        warp_size: 32,
-    },
-    Target {
-        sm: "sm_89",
-        ptx_feature: "+ptx80",
-        max_threads_per_block: 1024,
-        max_regs_per_thread: 255,
-        max_smem_per_block: 99 * 1024,
-        warp_size: 32,
-    },
-    Target {
-        sm: "sm_90",
-        ptx_feature: "+ptx80",
-        max_threads_per_block: 1024,
-        max_regs_per_thread: 255,
-        max_smem_per_block: 227 * 1024,
-        warp_size: 32,
-    },
-    Target {
-        sm: "sm_90a",
-        ptx_feature: "+ptx80",
-        max_threads_per_block: 1024,
-        max_regs_per_thread: 255,
-        max_smem_per_block: 227 * 1024,
-        warp_size: 32,
-    },
-];
-
-/// The target named `sm` (`90a`, `sm_90a`, `80`, ...).
-pub fn target(sm: &str) -> Result<Target, CodegenError> {
-    let name = if sm.starts_with("sm_") {
-        sm.to_string()
-    } else {
-        format!("sm_{sm}")
-    };
-    TARGETS
-        .iter()
-        .find(|t| t.sm == name)
-        .cloned()
-        .ok_or_else(|| CodegenError::UnknownTarget {
-            name: sm.to_string(),
-            known: TARGETS.iter().map(|t| t.sm).collect::<Vec<_>>().join(", "),
-        })
-}
 
 /// How to compile: the target, the launch shape of a block, and what the caller promises about
 /// the arguments.
@@ -168,8 +104,8 @@ pub struct Compiled {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CodegenError {
-    #[error("unknown target `{name}`; known targets: {known}")]
-    UnknownTarget { name: String, known: String },
+    #[error(transparent)]
+    UnknownTarget(#[from] UnknownTarget),
     #[error("num_warps must be a power of two from 1 to {max}; got {got}")]
     BadWarps { got: u32, max: u32 },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tile_lang::interp::{self, scalar};
+use tile_lang::interp;
+use tile_lang::ir::scalar;
 use tile_lang::{check, spec, syntax};
 use tile_opt::egraph::{OptOptions, optimize};
 
@@ -58,7 +59,7 @@ fn examples_agree_after_optimization() {
                 for (name, i) in &p.outputs {
                     let d = a[*i].dtype;
                     for (e, (x, y)) in a[*i].data.iter().zip(&b[*i].data).enumerate() {
-                        let nan = |v: &interp::Scalar| matches!(v, interp::Scalar::F(f) if f.is_nan());
+                        let nan = |v: &tile_lang::ir::Scalar| matches!(v, tile_lang::ir::Scalar::F(f) if f.is_nan());
                         assert!(
                             scalar::to_bits(d, *x) == scalar::to_bits(d, *y) || (nan(x) && nan(y)),
                             "{} case {}: `{name}`[{e}]: {x:?} became {y:?}",

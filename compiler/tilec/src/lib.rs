@@ -889,7 +889,7 @@ fn run_on_gpu(
         .iter()
         .map(|a| match a {
             interp::Arg::Buffer(_) => tile_driver::ArgSpec::of_ptr(0),
-            interp::Arg::Scalar(interp::Scalar::I(v)) => tile_driver::ArgSpec::of_int(*v),
+            interp::Arg::Scalar(tile_lang::ir::Scalar::I(v)) => tile_driver::ArgSpec::of_int(*v),
             interp::Arg::Scalar(_) => tile_driver::ArgSpec::default(),
         })
         .collect();
@@ -930,7 +930,7 @@ fn to_bytes(b: &interp::Buffer) -> Vec<u8> {
     let w = b.dtype.bytes();
     b.data
         .iter()
-        .flat_map(|v| interp::scalar::to_bits(b.dtype, *v).to_le_bytes().into_iter().take(w))
+        .flat_map(|v| tile_lang::ir::scalar::to_bits(b.dtype, *v).to_le_bytes().into_iter().take(w))
         .collect()
 }
 
@@ -939,7 +939,7 @@ fn from_bytes(name: &str, d: DType, bytes: &[u8]) -> interp::Buffer {
     let data = bytes.chunks(w).map(|c| {
         let mut x = [0u8; 8];
         x[..w].copy_from_slice(c);
-        interp::scalar::from_bits(d, u64::from_le_bytes(x))
+        tile_lang::ir::scalar::from_bits(d, u64::from_le_bytes(x))
     });
     interp::Buffer::new(name, d, data.collect())
 }

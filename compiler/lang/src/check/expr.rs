@@ -1,7 +1,7 @@
 //! Expressions: names, literals, operators with broadcasting and type promotion, indexing.
 
 use super::*;
-use crate::interp::scalar;
+use crate::ir::scalar;
 use crate::ir::{BinaryOp, CmpOp, UnaryOp};
 use crate::syntax::ast::{BinOp, Expr, ExprKind, IndexItem, UnOp};
 

@@ -567,7 +567,7 @@ impl<'a> Cx<'a> {
             let value = match (kind, value) {
                 (None, ConstValue::DType(d)) => ConstValue::DType(d),
                 (Some(d), ConstValue::Int(i)) if d.is_int() => {
-                    let (lo, hi) = crate::interp::scalar::int_range(d);
+                    let (lo, hi) = crate::ir::scalar::int_range(d);
                     if (i as i128) < lo || (i as i128) > hi {
                         self.error(
                             Diagnostic::error(c.name.span, format!("`{}` = {i} does not fit in {d}", c.name.name))

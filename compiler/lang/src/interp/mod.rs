@@ -7,13 +7,10 @@
 //! by zero, a failed `assert` or a wrong hint is an [`InterpError`] naming the op, its source
 //! location, the program and the element.
 
-pub mod floats;
-pub mod scalar;
-
 use std::fmt;
 
 use crate::ir::*;
-pub use scalar::Scalar;
+pub use crate::ir::scalar::{self, Scalar};
 
 /// A host buffer a kernel's pointer parameters point into.
 #[derive(Clone, Debug, PartialEq)]

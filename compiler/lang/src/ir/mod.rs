@@ -7,12 +7,15 @@
 //!
 //! The text form (`Display` / [`parse_kernel`]) round-trips exactly.
 
+pub mod floats;
 mod parse;
 mod print;
+pub mod scalar;
 pub mod types;
 mod verify;
 
 pub use parse::{ParseError, parse_kernel};
+pub use scalar::Scalar;
 pub use types::*;
 pub use verify::{VerifyError, verify};
 

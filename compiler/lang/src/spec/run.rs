@@ -9,7 +9,8 @@ use rand_distr::StandardNormal;
 
 use super::{ArgSpec, ConstSpec, Init, Num, RunSpec, eval};
 use crate::diag::Diagnostic;
-use crate::interp::{Arg, Buffer, Scalar, scalar};
+use crate::interp::{Arg, Buffer};
+use crate::ir::{Scalar, scalar};
 use crate::ir::{ConstValue, DType, Elem, Kernel};
 
 /// One combination of sizes and compile-time values.

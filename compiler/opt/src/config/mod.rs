@@ -20,7 +20,7 @@ use std::fmt;
 pub use model::{BASE_REGS, Launch, Work, registers, work};
 pub use target::TargetDesc;
 use tile_lang::check::{self, Bindings};
-use tile_lang::interp::Scalar;
+use tile_lang::ir::Scalar;
 use tile_lang::ir::{ConstValue, DType, Kernel};
 use tile_lang::spec;
 use tile_lang::syntax::ast;
@@ -317,7 +317,7 @@ impl Problem {
 pub fn estimate(k: &Kernel, num_warps: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
     let threads = num_warps * t.target.warp_size;
     let regs = registers(k, threads);
-    let smem = tile_codegen::estimate::smem_bytes(k, threads);
+    let smem = tile_gir::estimate::smem_bytes(k, threads);
     let alloc = regs.next_multiple_of(t.reg_granule) * threads;
     let by_regs = t.regs_per_sm / alloc.max(1);
     let by_smem = if smem == 0 {

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tile_codegen::estimate;
+use tile_gir::estimate;
 use tile_lang::ir::{BinaryOp, ConstValue, DType, Elem, Kernel, Op, OpKind, Region, ValueId};
 
 /// Registers every kernel needs besides its tile values: thread and block ids, the shared-memory

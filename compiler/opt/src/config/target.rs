@@ -1,7 +1,7 @@
 //! What the model knows about a GPU: the codegen's limits plus the per-SM resources and the
 //! measured throughputs that occupancy and the roofline need. Data, never literals in the model.
 
-use tile_codegen::Target;
+use tile_gir::Target;
 
 /// A target as the cost model sees it.
 #[derive(Clone, Debug, PartialEq)]

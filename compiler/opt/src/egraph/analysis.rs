@@ -1,9 +1,9 @@
 //! The analysis: every e-class knows its type (element type and shape) and, when all its
 //! elements are one known value, that constant. Constants fold with the interpreter's own
-//! element semantics (`interp::scalar`), so a folded value is bit for bit what the op computes.
+//! element semantics (`ir::scalar`), so a folded value is bit for bit what the op computes.
 
 use egg::{Analysis, DidMerge, EGraph, Id};
-use tile_lang::interp::{Scalar, scalar};
+use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::{DType, OpKind, Type};
 
 use super::lang::{Konst, NodeClass, TileLang};

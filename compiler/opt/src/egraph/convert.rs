@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 
 use egg::{Extractor, Id, Language};
-use tile_lang::interp::Scalar;
+use tile_lang::ir::Scalar;
 use tile_lang::ir::{ConstValue, Kernel, Loc, Op, OpKind, Region, Type, ValueId};
 
 use super::OptError;

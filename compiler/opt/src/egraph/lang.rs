@@ -8,7 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use egg::{Id, define_language};
-use tile_lang::interp::{Scalar, scalar};
+use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::{BinaryOp, CmpOp, DType, Elem, Type, UnaryOp};
 
 define_language! {

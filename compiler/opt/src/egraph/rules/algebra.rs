@@ -3,7 +3,7 @@
 //! interpreter's element semantics. All exact except `fma-contract` (fast-math).
 
 use egg::rewrite as rw;
-use tile_lang::interp::Scalar;
+use tile_lang::ir::Scalar;
 use tile_lang::ir::DType;
 
 use super::*;

@@ -4,7 +4,7 @@
 //! division per row instead of one per element), the rule is fast-math.
 
 use egg::rewrite as rw;
-use tile_lang::interp::{Scalar, scalar};
+use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::DType;
 
 use super::*;

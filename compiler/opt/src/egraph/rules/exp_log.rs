@@ -3,7 +3,7 @@
 //! rules change rounding: fast-math only.
 
 use egg::rewrite as rw;
-use tile_lang::interp::{Scalar, scalar};
+use tile_lang::ir::{Scalar, scalar};
 
 use super::*;
 

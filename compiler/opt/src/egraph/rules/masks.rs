@@ -3,7 +3,7 @@
 //! `!(a < b)` differ from `a >= b`). All exact.
 
 use egg::rewrite as rw;
-use tile_lang::interp::Scalar;
+use tile_lang::ir::Scalar;
 use tile_lang::ir::DType;
 
 use super::*;

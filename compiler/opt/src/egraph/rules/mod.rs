@@ -4,7 +4,7 @@
 //! `OptOptions::fast_math`; their measured errors are in docs/optimizer.md.
 
 use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol, Var};
-use tile_lang::interp::Scalar;
+use tile_lang::ir::Scalar;
 use tile_lang::ir::{DType, Type};
 
 use super::OptOptions;

@@ -11,7 +11,7 @@
 //! so the negated sum differs in the sign of zero.
 
 use egg::{Id, Rewrite, SearchMatches, Searcher, Subst, Var};
-use tile_lang::interp::Scalar;
+use tile_lang::ir::Scalar;
 use tile_lang::ir::{DType, OpKind, ReduceOp, Type};
 
 use super::*;

@@ -4,7 +4,7 @@
 //! where `>>` rounds down, so signed division is left alone.
 
 use egg::rewrite as rw;
-use tile_lang::interp::{Scalar, scalar};
+use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::DType;
 
 use super::*;

@@ -3,7 +3,7 @@
 //! integer sources, both rounding modes and the fp8 formats.
 
 use super::*;
-use crate::interp::scalar::{Scalar, cast};
+use crate::ir::scalar::{Scalar, cast};
 use rustc_apfloat::ieee::{BFloat, Double, Float8E4M3FN, Float8E5M2, Half, Single};
 use rustc_apfloat::{Float, FloatConvert, Round};
 

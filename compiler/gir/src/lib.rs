@@ -1,0 +1,83 @@
+//! The GPU stage's data, with no LLVM inside: the targets and their limits, how a tile's
+//! elements are laid out over a block's threads (`layout`), and the resources a kernel's lowering
+//! will need (`estimate`). The optimizer chooses configurations from these; the code generator
+//! lowers by them. The layout-aware GPU IR (mma and shared layouts, async copies, barriers) is
+//! to grow here.
+
+pub mod estimate;
+pub mod layout;
+
+/// A target name that is not one of [`TARGETS`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("unknown target `{name}`; known targets: {known}")]
+pub struct UnknownTarget {
+    pub name: String,
+    pub known: String,
+}
+
+/// A GPU target: its name for LLVM and ptxas, and its limits (data, never literals in codegen).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// `sm_80`, `sm_89`, `sm_90`, `sm_90a`.
+    pub sm: &'static str,
+    /// The PTX ISA LLVM emits, as an LLVM feature (`+ptx80`).
+    pub ptx_feature: &'static str,
+    pub max_threads_per_block: u32,
+    pub max_regs_per_thread: u32,
+    /// Dynamic shared memory a block may use after opting in.
+    pub max_smem_per_block: u32,
+    pub warp_size: u32,
+}
+
+pub const TARGETS: &[Target] = &[
+    Target {
+        sm: "sm_80",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 163 * 1024,
+        warp_size: 32,
+    },
+    Target {
+        sm: "sm_89",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 99 * 1024,
+        warp_size: 32,
+    },
+    Target {
+        sm: "sm_90",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 227 * 1024,
+        warp_size: 32,
+    },
+    Target {
+        sm: "sm_90a",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 227 * 1024,
+        warp_size: 32,
+    },
+];
+
+/// The target named `sm` (`90a`, `sm_90a`, `80`, ...).
+pub fn target(sm: &str) -> Result<Target, UnknownTarget> {
+    let name = if sm.starts_with("sm_") {
+        sm.to_string()
+    } else {
+        format!("sm_{sm}")
+    };
+    TARGETS
+        .iter()
+        .find(|t| t.sm == name)
+        .cloned()
+        .ok_or_else(|| UnknownTarget {
+            name: sm.to_string(),
+            known: TARGETS.iter().map(|t| t.sm).collect::<Vec<_>>().join(", "),
+        })
+}
+
