@@ -9,6 +9,8 @@ use half::{bf16, f16};
 use tile_driver::ArgSpec;
 use tile_lang::ir::{DType, Elem};
 
+use tile_gpu::{DeviceBuffer, KernelArg};
+
 use crate::tensor::{DeviceTensor, Element, host_type};
 
 /// The most parameters a JIT kernel may have: each launch's specialisation key packs two bits
@@ -654,4 +656,32 @@ mod tests {
         );
         assert_eq!(v, [0xffff_ffff, 1, 0xabc0]);
     }
+}
+
+/// A scalar kernel argument of dtype `d` holding `v` (as the interpreter holds values): its bits,
+/// in the width the kernel's parameter has.
+pub fn scalar_arg(d: DType, v: tile_lang::ir::Scalar) -> KernelArg<'static> {
+    let bits = tile_lang::ir::scalar::to_bits(d, v);
+    match d.bits() {
+        8 => KernelArg::U8(bits as u8),
+        16 => KernelArg::U16(bits as u16),
+        32 if d == DType::F32 => KernelArg::F32(f32::from_bits(bits as u32)),
+        32 => KernelArg::U32(bits as u32),
+        _ if d == DType::F64 => KernelArg::F64(f64::from_bits(bits)),
+        _ => KernelArg::U64(bits),
+    }
+}
+
+/// A run-spec plan's arguments for a launch: buffers in order from `bufs`, scalars by value.
+pub fn plan_args<'b>(args: &[tile_lang::spec::PlanArg], bufs: &'b [DeviceBuffer]) -> Vec<KernelArg<'b>> {
+    let mut next = 0;
+    args.iter()
+        .map(|a| match a {
+            tile_lang::spec::PlanArg::Buffer { .. } => {
+                next += 1;
+                KernelArg::Buffer(&bufs[next - 1])
+            }
+            tile_lang::spec::PlanArg::Scalar { dtype, value, .. } => scalar_arg(*dtype, *value),
+        })
+        .collect()
 }

@@ -55,7 +55,7 @@ pub enum JitError {
     #[error(transparent)]
     Arg(#[from] crate::args::ArgError),
     #[error(transparent)]
-    Runtime(#[from] crate::gpu::RuntimeError),
+    Runtime(#[from] tile_gpu::RuntimeError),
 }
 
 /// A source text, parsed on first use.

@@ -1,7 +1,8 @@
-//! Loads and launches compiled kernels on an NVIDIA GPU, and the JIT that Rust programs use to
-//! run `.tile` kernels. The only crate that uses cudarc; the CUDA driver is loaded at run time,
-//! so everything builds and its non-GPU paths run on machines without CUDA, where
-//! [`Gpu::new`] returns [`RuntimeError::NoDriver`] instead of panicking.
+//! The JIT that Rust programs use to run `.tile` kernels, typed device tensors and the
+//! autotuner. It compiles through the one pipeline (`tile-driver`) and runs on the GPU layer
+//! (`tile-gpu`, the only crate that uses cudarc; the CUDA driver is loaded at run time, so
+//! everything builds and its non-GPU paths run on machines without CUDA, where [`Gpu::new`]
+//! returns [`RuntimeError::NoDriver`] instead of panicking).
 //!
 //! # The JIT
 //!
@@ -64,18 +65,17 @@
 mod args;
 pub mod cache;
 mod compile;
-mod gpu;
 mod jit;
 mod tensor;
-mod timing;
 pub mod tune;
 
-pub use args::{Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, signature, spec_tags};
+pub use args::{
+    Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, plan_args, scalar_arg, signature, spec_tags,
+};
 pub use compile::{JitError, Origin, Source, jit_ptx};
-pub use gpu::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, plan_args};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
 pub use tensor::{DeviceTensor, Element};
-pub use timing::{TimingOptions, Timings};
+pub use tile_gpu::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, TimingOptions, Timings};
 
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
 /// versions the JIT uses.

@@ -2,13 +2,11 @@
 //! it against the kernel's `*T` parameters before anything reaches the GPU.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use half::{bf16, f16};
 use tile_lang::ir::DType;
 
-use crate::gpu::{Gpu, RuntimeError, drv};
+use tile_gpu::{DeviceBuffer, Gpu, RuntimeError};
 
 mod sealed {
     pub trait Sealed {}
@@ -86,10 +84,10 @@ fn as_bytes_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
 /// Pass it to a kernel as [`Arg::buf`](crate::Arg::buf) (read-only) or
 /// [`Arg::buf_mut`](crate::Arg::buf_mut) (for `*mut T` parameters).
 pub struct DeviceTensor<T: Element> {
-    slice: CudaSlice<u8>,
+    buf: DeviceBuffer,
     addr: u64,
     len: usize,
-    stream: Arc<CudaStream>,
+    gpu: Gpu,
     _elem: PhantomData<T>,
 }
 
@@ -102,30 +100,26 @@ impl<T: Element> std::fmt::Debug for DeviceTensor<T> {
 impl<T: Element> DeviceTensor<T> {
     /// Copies `data` to a new device tensor.
     pub fn upload(gpu: &Gpu, data: &[T]) -> Result<DeviceTensor<T>, RuntimeError> {
-        // The driver refuses zero-byte allocations; an empty tensor keeps one byte nothing reads.
-        let slice = if data.is_empty() {
-            drv(gpu.stream.clone_htod(&[0u8]))?
-        } else {
-            drv(gpu.stream.clone_htod(as_bytes(data)))?
-        };
-        Ok(Self::wrap(gpu, slice, data.len()))
+        Ok(Self::wrap(gpu, gpu.upload(as_bytes(data))?, data.len()))
     }
 
     /// A new device tensor of `len` zeros (all bits zero: `0`, `0.0`).
     pub fn zeros(gpu: &Gpu, len: usize) -> Result<DeviceTensor<T>, RuntimeError> {
-        let bytes = (len * std::mem::size_of::<T>()).max(1);
-        let slice = drv(gpu.stream.alloc_zeros::<u8>(bytes))?;
-        Ok(Self::wrap(gpu, slice, len))
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or(RuntimeError::Length {
+            expected: usize::MAX / std::mem::size_of::<T>(),
+            got: len,
+        })?;
+        Ok(Self::wrap(gpu, gpu.zeros(bytes)?, len))
     }
 
-    fn wrap(gpu: &Gpu, slice: CudaSlice<u8>, len: usize) -> DeviceTensor<T> {
-        // The address never changes; read it once so that launches need not ask cudarc.
-        let addr = slice.device_ptr(&gpu.stream).0;
+    fn wrap(gpu: &Gpu, buf: DeviceBuffer, len: usize) -> DeviceTensor<T> {
+        // The address never changes; read it once so that launches need not ask the driver.
+        let addr = buf.device_ptr();
         DeviceTensor {
-            slice,
+            buf,
             addr,
             len,
-            stream: gpu.stream.clone(),
+            gpu: gpu.clone(),
             _elem: PhantomData,
         }
     }
@@ -133,12 +127,9 @@ impl<T: Element> DeviceTensor<T> {
     /// Copies the tensor to the host, after every kernel enqueued before it has run.
     pub fn download(&self) -> Result<Vec<T>, RuntimeError> {
         let mut out = vec![T::default(); self.len];
-        if self.len > 0 {
-            drv(self.stream.memcpy_dtoh(&self.slice, as_bytes_mut(&mut out)))?;
-        }
         // A copy into pageable memory has finished when the call returns, but a kernel's error
-        // is only reported by a synchronisation: make it surface here rather than later.
-        drv(self.stream.synchronize())?;
+        // is only reported by a synchronisation: `download_into` makes it surface here.
+        self.gpu.download_into(&self.buf, as_bytes_mut(&mut out))?;
         Ok(out)
     }
 
@@ -150,10 +141,7 @@ impl<T: Element> DeviceTensor<T> {
                 got: data.len(),
             });
         }
-        if !data.is_empty() {
-            drv(self.stream.memcpy_htod(as_bytes(data), &mut self.slice))?;
-        }
-        Ok(())
+        self.gpu.upload_into(&mut self.buf, as_bytes(data))
     }
 
     pub fn len(&self) -> usize {

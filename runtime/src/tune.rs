@@ -26,8 +26,8 @@ use tile_lang::syntax::{self, ast};
 use tile_opt::config::{self, Choice, Config, ConfigError, Pins, TargetDesc};
 
 use crate::cache::{self, COMPILER_VERSION, write_atomic};
-use crate::gpu::{DeviceBuffer, Gpu, Image, KernelArg, RuntimeError};
-use crate::timing::TimingOptions;
+use tile_gpu::TimingOptions;
+use tile_gpu::{DeviceBuffer, Gpu, Image, KernelArg, RuntimeError};
 
 /// Bump when the entry layout or the key's meaning changes: part of every key.
 pub const TUNE_FORMAT: u32 = 2;
@@ -526,12 +526,23 @@ pub fn tune(gpu: &Gpu, req: &TuneRequest<'_>, opts: &TuneOptions) -> Result<Tune
     let bar = progress_bar(order.len() as u64, opts.progress);
     let mut buffers = Buffers::default();
     let mut timed = Vec::new();
+    // Candidates that differ only in what the lowering ignores (stages, today) compile to the
+    // same PTX: each distinct kernel and grid is timed once.
+    let mut seen = TimedKernels::new();
     for &i in &order {
         let cand = &choice.candidates[i];
         bar.set_message(cand.config.to_string());
         let kernel = cand.kernel.as_ref().expect("feasible candidates are checked");
         let mut registers = 0;
-        let median_ms = time_candidate(gpu, req, kernel, &cand.config, opts, &mut buffers, &mut registers);
+        let median_ms = time_candidate(
+            gpu,
+            req,
+            kernel,
+            &cand.config,
+            opts,
+            (&mut buffers, &mut seen),
+            &mut registers,
+        );
         timed.push(Timed {
             config: cand.config.clone(),
             candidate: i,
@@ -638,8 +649,12 @@ pub fn build(
     kernel: &Kernel,
     opts: &tile_driver::CompileOptions,
     ptxas: Option<&Path>,
-) -> Result<(tile_driver::Compiled, crate::gpu::Function), BuildError> {
-    let lowered = tile_driver::lower(kernel, opts, ptxas)?;
+) -> Result<(tile_driver::Compiled, tile_gpu::Function), BuildError> {
+    load(gpu, tile_driver::lower(kernel, opts, ptxas)?)
+}
+
+/// Loads what the driver's back half produced: the cubin when there is one, else the PTX.
+fn load(gpu: &Gpu, lowered: tile_driver::Lowered) -> Result<(tile_driver::Compiled, tile_gpu::Function), BuildError> {
     let compiled = lowered.compiled;
     let image = match &lowered.cubin {
         Some((b, _)) => Image::Cubin(b),
@@ -649,13 +664,16 @@ pub fn build(
     Ok((compiled, f))
 }
 
+/// Median times already measured, by PTX and grid, with the kernel's registers.
+type TimedKernels = std::collections::HashMap<(String, String), (f64, i32)>;
+
 fn time_candidate(
     gpu: &Gpu,
     req: &TuneRequest<'_>,
     kernel: &Kernel,
     cfg: &Config,
     opts: &TuneOptions,
-    buffers: &mut Buffers,
+    (buffers, seen): (&mut Buffers, &mut TimedKernels),
     registers: &mut i32,
 ) -> Result<f64, BuildError> {
     // The arguments, their specialisation and the grid.
@@ -681,7 +699,13 @@ fn time_candidate(
         num_stages: cfg.num_stages,
         specialization,
     };
-    let (compiled, f) = build(gpu, kernel, &copts, opts.ptxas.as_deref())?;
+    let lowered = tile_driver::lower(kernel, &copts, opts.ptxas.as_deref())?;
+    let seen_key = (lowered.compiled.ptx.clone(), format!("{grid:?}"));
+    if let Some(&(ms, regs)) = seen.get(&seen_key) {
+        *registers = regs;
+        return Ok(ms);
+    }
+    let (compiled, f) = load(gpu, lowered)?;
     *registers = f.registers;
     let t = match (&plan, &req.problem) {
         (Some(p), _) => {
@@ -707,7 +731,7 @@ fn time_candidate(
                 }
                 buffers.shapes = shapes;
             }
-            let args = crate::gpu::plan_args(&p.args, &buffers.bufs);
+            let args = crate::args::plan_args(&p.args, &buffers.bufs);
             gpu.time_kernel(
                 &f,
                 grid,
@@ -727,6 +751,7 @@ fn time_candidate(
         )?,
         (None, Problem::Case { .. }) => unreachable!("a case always has a plan"),
     };
+    seen.insert(seen_key, (t.median(), f.registers));
     Ok(t.median())
 }
 

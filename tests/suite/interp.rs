@@ -2,8 +2,8 @@
 //! the expected result (buffer contents or the error's text).
 
 use tile_lang::interp::{self, Arg, Buffer};
-use tile_lang::ir::{Scalar, floats, scalar};
 use tile_lang::ir::DType;
+use tile_lang::ir::{Scalar, floats, scalar};
 use tile_lang::{check, syntax};
 
 /// Checks `src`, runs its only kernel on `grid` with `args`, returns the buffers or the error.

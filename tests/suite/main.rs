@@ -3,7 +3,9 @@
 
 mod cli;
 mod diagnostics;
+mod docs;
 mod examples;
+mod filetests;
 mod r#gen;
 mod interp;
 mod optimizer;

@@ -909,7 +909,7 @@ fn run_on_gpu(
     for (param, a) in kernel.params.iter().zip(&p.args) {
         args.push(match (a, param.elem) {
             (interp::Arg::Buffer(i), _) => KernelArg::Buffer(&dev[*i]),
-            (interp::Arg::Scalar(v), tile_lang::ir::Elem::Scalar(d)) => KernelArg::scalar(d, *v),
+            (interp::Arg::Scalar(v), tile_lang::ir::Elem::Scalar(d)) => tile_runtime::scalar_arg(d, *v),
             _ => {
                 return Err(format!("argument for `{}` does not match its type", param.name));
             }
@@ -930,7 +930,12 @@ fn to_bytes(b: &interp::Buffer) -> Vec<u8> {
     let w = b.dtype.bytes();
     b.data
         .iter()
-        .flat_map(|v| tile_lang::ir::scalar::to_bits(b.dtype, *v).to_le_bytes().into_iter().take(w))
+        .flat_map(|v| {
+            tile_lang::ir::scalar::to_bits(b.dtype, *v)
+                .to_le_bytes()
+                .into_iter()
+                .take(w)
+        })
         .collect()
 }
 

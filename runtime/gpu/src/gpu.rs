@@ -1,11 +1,15 @@
 //! The GPU: one context and one stream, modules loaded from PTX or cubin, byte buffers and
-//! launches. Everything that touches the driver goes through here or `tensor.rs`.
+//! launches. Everything that touches the driver goes through this crate (typed tensors in
+//! `tile-runtime` through [`Gpu::stream`]).
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute_enum as Attr;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+
+/// The driver's handle of a loaded kernel.
+pub type CuFunction = cudarc::driver::sys::CUfunction;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -19,15 +23,25 @@ pub enum RuntimeError {
     Length { expected: usize, got: usize },
 }
 
-pub(crate) fn drv<T>(r: Result<T, cudarc::driver::DriverError>) -> Result<T, RuntimeError> {
+/// A cudarc driver result as this crate's error.
+pub fn driver_result<T>(r: Result<T, cudarc::driver::DriverError>) -> Result<T, RuntimeError> {
     r.map_err(|e| RuntimeError::Driver(e.to_string()))
 }
+
+pub(crate) use driver_result as drv;
 
 /// A GPU with one stream. Cloning is cheap and shares the context and the stream.
 #[derive(Clone)]
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
+}
+
+impl Gpu {
+    /// The cudarc stream every launch and copy goes to, for typed memory built on this layer.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
 }
 
 /// Machine code or PTX for the driver to load.
@@ -48,7 +62,7 @@ pub struct Function {
 impl Function {
     /// The driver's handle, for code that launches through the driver API itself (benchmarks,
     /// interop). It stays valid while this `Function` lives.
-    pub fn cu_function(&self) -> cudarc::driver::sys::CUfunction {
+    pub fn cu_function(&self) -> CuFunction {
         self.func.cu_function()
     }
 }
@@ -58,6 +72,13 @@ impl Function {
 pub struct DeviceBuffer {
     slice: CudaSlice<u8>,
     pub len: usize,
+}
+
+impl DeviceBuffer {
+    /// The device address of the first byte.
+    pub fn device_ptr(&self) -> u64 {
+        self.slice.device_ptr(&self.slice.stream().clone()).0
+    }
 }
 
 /// One kernel argument, typed as the kernel's parameter.
@@ -151,6 +172,30 @@ impl Gpu {
         Ok(v)
     }
 
+    /// `bytes` zero bytes of device memory.
+    pub fn zeros(&self, bytes: usize) -> Result<DeviceBuffer, RuntimeError> {
+        // A zero-length allocation is not allowed; keep one byte nothing reads.
+        let slice = drv(self.stream.alloc_zeros::<u8>(bytes.max(1)))?;
+        Ok(DeviceBuffer { slice, len: bytes })
+    }
+
+    /// Copies `buf` into `out` (of `buf.len` bytes) after everything enqueued before, and
+    /// synchronises, so that a kernel's error surfaces here.
+    pub fn download_into(&self, buf: &DeviceBuffer, out: &mut [u8]) -> Result<(), RuntimeError> {
+        if !out.is_empty() {
+            drv(self.stream.memcpy_dtoh(&buf.slice.slice(..out.len()), out))?;
+        }
+        self.synchronize()
+    }
+
+    /// Overwrites the start of `buf` with `bytes`, in stream order.
+    pub fn upload_into(&self, buf: &mut DeviceBuffer, bytes: &[u8]) -> Result<(), RuntimeError> {
+        if !bytes.is_empty() {
+            drv(self.stream.memcpy_htod(bytes, &mut buf.slice.slice_mut(..bytes.len())))?;
+        }
+        Ok(())
+    }
+
     /// Launches `f` on `grid` blocks of `block` threads and waits for it to finish.
     pub fn launch(
         &self,
@@ -216,7 +261,7 @@ impl Gpu {
     /// # Safety
     /// `params` must match `f`'s signature in count and sizes, and every device address in them
     /// must stay allocated until the kernel has run (stream-ordered frees guarantee that).
-    pub(crate) unsafe fn launch_raw(
+    pub unsafe fn launch_raw(
         &self,
         f: &Function,
         grid: [u32; 3],
@@ -237,35 +282,4 @@ impl Gpu {
             )
         })
     }
-}
-
-impl KernelArg<'_> {
-    /// A scalar argument of dtype `d` holding `v` (as the interpreter holds values): its bits,
-    /// in the width the kernel's parameter has.
-    pub fn scalar(d: tile_lang::ir::DType, v: tile_lang::ir::Scalar) -> KernelArg<'static> {
-        use tile_lang::ir::DType;
-        let bits = tile_lang::ir::scalar::to_bits(d, v);
-        match d.bits() {
-            8 => KernelArg::U8(bits as u8),
-            16 => KernelArg::U16(bits as u16),
-            32 if d == DType::F32 => KernelArg::F32(f32::from_bits(bits as u32)),
-            32 => KernelArg::U32(bits as u32),
-            _ if d == DType::F64 => KernelArg::F64(f64::from_bits(bits)),
-            _ => KernelArg::U64(bits),
-        }
-    }
-}
-
-/// A run-spec plan's arguments for a launch: buffers in order from `bufs`, scalars by value.
-pub fn plan_args<'b>(args: &[tile_lang::spec::PlanArg], bufs: &'b [DeviceBuffer]) -> Vec<KernelArg<'b>> {
-    let mut next = 0;
-    args.iter()
-        .map(|a| match a {
-            tile_lang::spec::PlanArg::Buffer { .. } => {
-                next += 1;
-                KernelArg::Buffer(&bufs[next - 1])
-            }
-            tile_lang::spec::PlanArg::Scalar { dtype, value, .. } => KernelArg::scalar(*dtype, *value),
-        })
-        .collect()
 }

@@ -1,0 +1,10 @@
+//! The GPU layer: one device with one stream, modules loaded from PTX or cubin, byte buffers,
+//! launches and CUDA-event timing, through cudarc (the driver is loaded at run time, so this
+//! builds and its errors are clean on machines without CUDA). It knows nothing of the tile
+//! language: the JIT and the tuner (`tile-runtime`) sit on top of it.
+
+mod gpu;
+mod timing;
+
+pub use gpu::{CuFunction, DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, driver_result};
+pub use timing::{TimingOptions, Timings};
