@@ -242,3 +242,27 @@ fn verify_all_finds_the_examples() {
         "no files and no --all is a usage error"
     );
 }
+
+#[test]
+fn input_that_is_not_text_gets_its_position_and_exit_1() {
+    let dir = temp_dir("bytes");
+    let f = dir.join("k.tile");
+    std::fs::write(&f, b"kernel k() {\n  let x = 1; // caf\xc3\xa9 \xff\n}\n").unwrap();
+    let (code, _, err) = tilec(&["check", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("k.tile:2:22: not UTF-8 text: byte 0xff at offset 35"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_reports_a_run_spec_naming_an_unknown_reference() {
+    let dir = temp_dir("reference");
+    let f = dir.join("k.tile");
+    let src = "kernel k(out: *mut f32) {\n    store(out, 1.0);\n}\n\nrun k {\n    sizes(n: [1]);\n    grid(1);\n    args(out: output([1]));\n    reference(no_such_thing);\n}\n";
+    std::fs::write(&f, src).unwrap();
+    let (code, _, err) = tilec(&["check", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no reference named `no_such_thing`"), "{err}");
+    assert!(err.contains("k.tile:9:"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

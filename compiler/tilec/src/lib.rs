@@ -295,7 +295,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(err, "error: {e:#}");
-            2
+            if e.downcast_ref::<NotText>().is_some() { 1 } else { 2 }
         }
     }
 }
@@ -329,9 +329,45 @@ struct Source {
     text: String,
 }
 
+/// A source file that is not UTF-8 text: where its first bad byte is. A problem of the input
+/// (exit 1, like a diagnostic), not of the command line.
+#[derive(Debug)]
+struct NotText {
+    path: String,
+    line: usize,
+    col: usize,
+    offset: usize,
+    byte: u8,
+}
+
+impl std::fmt::Display for NotText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: not UTF-8 text: byte {:#04x} at offset {}; .tile files are UTF-8",
+            self.path, self.line, self.col, self.byte, self.offset
+        )
+    }
+}
+
+impl std::error::Error for NotText {}
+
 fn read(path: &Path) -> anyhow::Result<Source> {
     let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let before = &bytes[..offset];
+        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        NotText {
+            path: path.display().to_string(),
+            line: before.iter().filter(|&&b| b == b'\n').count() + 1,
+            // Columns count characters; the prefix of the line is valid UTF-8.
+            col: String::from_utf8_lossy(&before[line_start..]).chars().count() + 1,
+            offset,
+            byte: bytes[offset],
+        }
+    })?;
     Ok(Source {
         name: path.display().to_string(),
         text,
@@ -368,6 +404,19 @@ pub fn check_source(text: &str, bindings: &Bindings) -> Checked {
             diags.push(
                 Diagnostic::error(s.span, format!("run spec for unknown kernel `{}`", s.kernel))
                     .label("no kernel of that name"),
+            );
+        }
+        if let Some((name, span)) = &s.reference
+            && tile_examples::reference(name).is_none()
+        {
+            diags.push(
+                Diagnostic::error(*span, format!("no reference named `{name}`"))
+                    .label("unknown reference")
+                    .note(format!(
+                        "known references: {}",
+                        tile_examples::REFERENCES.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")
+                    ))
+                    .help("leave `reference(..)` out to compare the GPU with the interpreter only"),
             );
         }
     }
@@ -514,11 +563,15 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             write!(out, "{}", c.ir)?;
         }
         let c = match tile_driver::compile(&src, &req, until) {
-            Ok(done) => tile_driver::Compilation {
-                choice: c.choice,
-                config_note: c.config_note,
-                ..done
-            },
+            Ok(mut done) => {
+                // The first call chose the configuration: keep its choice and its time.
+                done.timings.config = c.timings.config;
+                tile_driver::Compilation {
+                    choice: c.choice,
+                    config_note: c.config_note,
+                    ..done
+                }
+            }
             Err(e) => {
                 report_error(err, &src, &name, &e)?;
                 failed = true;
@@ -726,26 +779,8 @@ pub fn verify(
     };
     let mut results = Vec::new();
     for s in &c.specs {
-        let reference = match &s.reference {
-            Some((name, span)) => match tile_examples::reference(name) {
-                Some(r) => Some(r),
-                None => {
-                    return Err(vec![
-                        Diagnostic::error(*span, format!("no reference named `{name}`"))
-                            .label("unknown reference")
-                            .note(format!(
-                                "known references: {}",
-                                tile_examples::REFERENCES
-                                    .iter()
-                                    .map(|r| r.0)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            )),
-                    ]);
-                }
-            },
-            None => None,
-        };
+        // check_source reported unknown references.
+        let reference = s.reference.as_ref().and_then(|(name, _)| tile_examples::reference(name));
         for (i, case) in spec::cases(s).map_err(|d| vec![d])?.iter().enumerate() {
             let started = Instant::now();
             let mut r = CaseResult {
