@@ -266,3 +266,22 @@ fn check_reports_a_run_spec_naming_an_unknown_reference() {
     assert!(err.contains("k.tile:9:"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn generator_bounds_may_name_sizes_and_must_be_a_range() {
+    let dir = temp_dir("generator");
+    let f = dir.join("k.tile");
+    let src = |bounds: &str| {
+        format!(
+            "kernel k<const BLOCK: i32 = 64>(x: *i32, out: *mut i32, n: i32) {{\n    let o = arange(0, BLOCK);\n    store(out + o, load(x + o, o < n), o < n);\n}}\n\nrun k {{\n    sizes(n: [10], V: [7]);\n    grid(1);\n    args(x: randint([n], {bounds}), out: output([n]), n: n);\n}}\n"
+        )
+    };
+    std::fs::write(&f, src("0, V")).unwrap();
+    let (code, out, err) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    std::fs::write(&f, src("V, 3")).unwrap();
+    let (code, out, _) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("`randint` needs integers lo < hi; got lo = 7, hi = 3"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -43,7 +43,68 @@ pub enum ArgSpec {
     /// A scalar argument computed from the sizes and constants.
     Scalar(Expr),
     /// A buffer of the given shape (flattened row-major), filled by `init`.
-    Buffer { shape: Vec<Expr>, init: Init, output: bool },
+    Buffer {
+        shape: Vec<Expr>,
+        init: InitSpec,
+        output: bool,
+    },
+}
+
+/// A buffer's generator as written: its bounds and value may name sizes and compile-time
+/// values (`randint([rows], 0, V)`), so they are evaluated per case (into an [`Init`]).
+#[derive(Clone, Debug)]
+pub enum InitSpec {
+    Randn,
+    /// `lo`, `hi`; absent: 0 and 1.
+    Rand(Option<Expr>, Option<Expr>),
+    /// `lo`, `hi`; absent: 0 and 100.
+    Randint(Option<Expr>, Option<Expr>),
+    /// The value; absent: 0.
+    Full(Option<Expr>),
+    /// `zeros` and `ones`.
+    Constant(f64),
+    Arange,
+    Poison,
+}
+
+impl InitSpec {
+    /// The generator of one case: its parameters evaluated by `eval`. `span` is the generator's,
+    /// for an empty range.
+    pub fn resolve(
+        &self,
+        eval: &dyn Fn(&Expr) -> Result<Num, Diagnostic>,
+        span: crate::diag::Span,
+    ) -> Result<Init, Diagnostic> {
+        let num = |e: &Option<Expr>, default: f64| e.as_ref().map_or(Ok(default), |e| eval(e).map(Num::as_f64));
+        Ok(match self {
+            InitSpec::Randn => Init::Randn,
+            InitSpec::Rand(lo, hi) => {
+                let (lo, hi) = (num(lo, 0.0)?, num(hi, 1.0)?);
+                if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
+                    return Err(
+                        Diagnostic::error(span, format!("`rand` needs lo < hi; got lo = {lo}, hi = {hi}"))
+                            .label("an empty range"),
+                    );
+                }
+                Init::Rand(lo, hi)
+            }
+            InitSpec::Randint(lo, hi) => {
+                let (lo, hi) = (num(lo, 0.0)?, num(hi, 100.0)?);
+                if lo.fract() != 0.0 || hi.fract() != 0.0 || lo >= hi {
+                    return Err(Diagnostic::error(
+                        span,
+                        format!("`randint` needs integers lo < hi; got lo = {lo}, hi = {hi}"),
+                    )
+                    .label("not an integer range"));
+                }
+                Init::Randint(lo as i64, hi as i64)
+            }
+            InitSpec::Full(v) => Init::Full(num(v, 0.0)?),
+            InitSpec::Constant(v) => Init::Full(*v),
+            InitSpec::Arange => Init::Arange,
+            InitSpec::Poison => Init::Poison,
+        })
+    }
 }
 
 /// How a buffer is filled before the launch.
@@ -297,18 +358,15 @@ fn arg_spec(e: &Expr) -> Result<ArgSpec, Diagnostic> {
             }
         }
     };
-    let num = |x: Option<&Expr>, d: f64| -> Result<f64, Diagnostic> { x.map_or(Ok(d), const_float) };
+    let param = |i: usize, name: &str| pos(i).or(kw(name)).cloned();
     let init = match func.name.as_str() {
-        "randn" => Init::Randn,
-        "rand" => Init::Rand(num(pos(1).or(kw("lo")), 0.0)?, num(pos(2).or(kw("hi")), 1.0)?),
-        "randint" => Init::Randint(
-            num(pos(1).or(kw("lo")), 0.0)? as i64,
-            num(pos(2).or(kw("hi")), 100.0)? as i64,
-        ),
-        "zeros" => Init::Full(0.0),
-        "ones" => Init::Full(1.0),
-        "full" => Init::Full(num(pos(1).or(kw("value")), 0.0)?),
-        "arange" => Init::Arange,
+        "randn" => InitSpec::Randn,
+        "rand" => InitSpec::Rand(param(1, "lo"), param(2, "hi")),
+        "randint" => InitSpec::Randint(param(1, "lo"), param(2, "hi")),
+        "zeros" => InitSpec::Constant(0.0),
+        "ones" => InitSpec::Constant(1.0),
+        "full" => InitSpec::Full(param(1, "value")),
+        "arange" => InitSpec::Arange,
         "output" => {
             return match pos(0) {
                 Some(
@@ -326,7 +384,7 @@ fn arg_spec(e: &Expr) -> Result<ArgSpec, Diagnostic> {
                 },
                 other => Ok(ArgSpec::Buffer {
                     shape: shape_of(other)?,
-                    init: Init::Poison,
+                    init: InitSpec::Poison,
                     output: true,
                 }),
             };

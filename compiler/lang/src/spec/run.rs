@@ -298,7 +298,7 @@ pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagno
                     name: param.name.clone(),
                     dtype: pointee,
                     shape: dims,
-                    init: init.clone(),
+                    init: init.resolve(&|e| eval_in_case(e, case, kernel), *span)?,
                     output: *output,
                 }
             }
