@@ -1,0 +1,190 @@
+//! Built-ins that touch memory through pointers: `load`, `store`, the atomics, and the hints
+//! `multiple_of` and `max_contiguous` that describe pointer offsets.
+
+use super::*;
+use crate::ir::AtomicOp;
+
+/// `load(ptr, mask, other)`: reads a tile through pointers.
+pub(super) fn load(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
+    let (pv, ps) = a.req(0);
+    let (ptr, pointee, _) = cx.ptr_arg((pv, ps), "`load`")?;
+    let shape = cx.ty(ptr).shape.clone();
+    let mut ops = vec![ptr];
+    let mask = a.get(1);
+    if let Some(m) = mask.clone() {
+        ops.push(cx.mask_arg(m, &shape, ps)?);
+    }
+    let other = a.get(2);
+    if let Some(o) = other.clone() {
+        if mask.is_none() {
+            return cx.fail(
+                Diagnostic::error(o.1, "`other` without a mask is never used")
+                    .label("no mask given")
+                    .help("pass a mask: `load(ptr, mask, other: ...)`"),
+            );
+        }
+        ops.push(cx.value_for(o, pointee, &shape, "`other`")?);
+    }
+    let t = Type::tile(pointee, shape);
+    Ok(Val::V(cx.emit1(
+        OpKind::Load {
+            mask: mask.is_some(),
+            other: other.is_some(),
+        },
+        ops,
+        t,
+        span,
+    )?))
+}
+
+/// `store(ptr, value, mask)`: writes a tile through mutable pointers.
+pub(super) fn store(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
+    let (pv, ps) = a.req(0);
+    let (ptr, pointee, mutable) = cx.ptr_arg((pv, ps), "`store`")?;
+    if !mutable {
+        return cx.fail(cx.readonly(ptr, ps, "store through"));
+    }
+    let shape = cx.ty(ptr).shape.clone();
+    let mut ops = vec![ptr, cx.value_for(a.req(1), pointee, &shape, "the stored value")?];
+    if let Some(m) = a.get(2) {
+        ops.push(cx.mask_arg(m, &shape, ps)?);
+    }
+    cx.emit(
+        OpKind::Store {
+            mask: a.get(2).is_some(),
+        },
+        ops,
+        vec![],
+        vec![],
+        span,
+    )?;
+    Ok(Val::Unit)
+}
+
+/// `atomic_add`, `atomic_max`, ... `atomic_xchg`: atomic read-modify-write through pointers.
+pub(super) fn atomic_rmw(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
+    let op = AtomicOp::from_name(&name["atomic_".len()..]).unwrap();
+    let (pv, ps) = a.req(0);
+    let (ptr, pointee, mutable) = cx.ptr_arg((pv, ps), &format!("`{name}`"))?;
+    if !mutable {
+        return cx.fail(cx.readonly(ptr, ps, "update"));
+    }
+    let ok = match op {
+        AtomicOp::Add => pointee.is_int() || matches!(pointee, DType::F16 | DType::BF16 | DType::F32 | DType::F64),
+        AtomicOp::Max | AtomicOp::Min => pointee.is_int() || pointee == DType::F32,
+        AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => pointee.is_int() && pointee.bits() >= 32,
+        AtomicOp::Xchg => pointee.bits() >= 32,
+    };
+    if !ok || (pointee.is_int() && pointee.bits() < 32) {
+        return cx.fail(
+            Diagnostic::error(ps, format!("`{name}` does not support {pointee}"))
+                .label(format!("points to {pointee}"))
+                .note("atomics work on 32- and 64-bit integers; add also on f16, bf16, f32, f64; max/min also on f32"),
+        );
+    }
+    let shape = cx.ty(ptr).shape.clone();
+    let mut ops = vec![ptr, cx.value_for(a.req(1), pointee, &shape, "the value")?];
+    if let Some(m) = a.get(2) {
+        ops.push(cx.mask_arg(m, &shape, ps)?);
+    }
+    let t = Type::tile(pointee, shape);
+    Ok(Val::V(cx.emit1(
+        OpKind::Atomic {
+            op,
+            mask: a.get(2).is_some(),
+        },
+        ops,
+        t,
+        span,
+    )?))
+}
+
+/// `atomic_cas(ptr, cmp, value, mask)`: atomic compare-and-swap through pointers.
+pub(super) fn atomic_cas(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
+    let (pv, ps) = a.req(0);
+    let (ptr, pointee, mutable) = cx.ptr_arg((pv, ps), "`atomic_cas`")?;
+    if !mutable {
+        return cx.fail(cx.readonly(ptr, ps, "update"));
+    }
+    if !pointee.is_int() || pointee.bits() < 32 {
+        return cx.fail(
+            Diagnostic::error(ps, format!("`atomic_cas` does not support {pointee}"))
+                .label("needs 32- or 64-bit integers"),
+        );
+    }
+    let shape = cx.ty(ptr).shape.clone();
+    let mut ops = vec![
+        ptr,
+        cx.value_for(a.req(1), pointee, &shape, "the compared value")?,
+        cx.value_for(a.req(2), pointee, &shape, "the new value")?,
+    ];
+    if let Some(m) = a.get(3) {
+        ops.push(cx.mask_arg(m, &shape, ps)?);
+    }
+    let t = Type::tile(pointee, shape);
+    Ok(Val::V(cx.emit1(
+        OpKind::AtomicCas {
+            mask: a.get(3).is_some(),
+        },
+        ops,
+        t,
+        span,
+    )?))
+}
+
+/// `multiple_of(x, n)` and `max_contiguous(x, n)`: hints about integer values.
+pub(super) fn hint(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
+    let x = cx.number_arg(a.req(0), "the hinted value")?;
+    let n = cx.const_int_arg(a.req(1), "the hint")?;
+    if n < 1 {
+        return cx.fail(Diagnostic::error(a.req(1).1, "a hint must be positive").label(format!("{n}")));
+    }
+    if !cx.ty(x).dtype().is_some_and(|d| d.is_int()) {
+        return cx
+            .fail(Diagnostic::error(a.req(0).1, "hints apply to integers").label(format!("this is {}", cx.ty(x))));
+    }
+    let k = if name == "multiple_of" {
+        OpKind::MultipleOf(n as u64)
+    } else {
+        OpKind::MaxContiguous(n as u64)
+    };
+    let t = cx.ty(x).clone();
+    Ok(Val::V(cx.emit1(k, vec![x], t, span)?))
+}
+
+impl Cx<'_> {
+    fn readonly(&self, ptr: ValueId, ps: Span, verb: &str) -> Diagnostic {
+        let d = Diagnostic::error(ps, format!("cannot {verb} a read-only pointer"))
+            .label(format!("this is {}", self.ty(ptr)));
+        let pointee = match self.ty(ptr).elem {
+            Elem::Ptr { pointee, .. } => pointee.to_string(),
+            _ => "T".to_string(),
+        };
+        match self.ptr_param(ptr) {
+            Some((name, decl)) => d
+                .with(*decl, format!("`{name}` is declared read-only here"))
+                .help(format!("declare it as `{name}: *mut {pointee}` to write through it")),
+            None => d.help(format!(
+                "declare the pointer parameter as `*mut {pointee}` to write through it"
+            )),
+        }
+    }
+
+    /// The kernel parameter a pointer value was computed from (through offsets and reshapes).
+    fn ptr_param(&self, mut v: ValueId) -> Option<&(String, Span)> {
+        for _ in 0..256 {
+            if let Some(d) = self.param_decls.get(&v) {
+                return Some(d);
+            }
+            let op = self.regions.iter().flatten().find(|op| op.results.contains(&v))?;
+            v = match op.kind {
+                OpKind::PtrAdd | OpKind::Broadcast | OpKind::ExpandDims(_) | OpKind::Reshape | OpKind::Permute(_) => {
+                    op.operands[0]
+                }
+                OpKind::Select => op.operands[1],
+                _ => return None,
+            };
+        }
+        None
+    }
+}

@@ -1,0 +1,204 @@
+//! Reductions and scans: `sum`, `prod`, `max`, `min`, `xor_sum`, `argmax`/`argmin`, `reduce` with
+//! a `combine` helper, `cumsum`, `cumprod` and `scan`.
+
+use super::*;
+use crate::ir::ReduceOp;
+
+/// `sum`, `prod`, `max`, `min`, `xor_sum` over one axis (or all).
+pub(super) fn reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
+    let op = match name {
+        "sum" => ReduceOp::Sum,
+        "prod" => ReduceOp::Prod,
+        "max" => ReduceOp::Max,
+        "min" => ReduceOp::Min,
+        _ => ReduceOp::Xor,
+    };
+    let (xv, xs) = a.req(0);
+    let mut x = cx.number_arg((xv, xs), "the reduced value")?;
+    let d = cx.ty(x).dtype().unwrap();
+    let bad = match op {
+        ReduceOp::Xor | ReduceOp::And | ReduceOp::Or => !d.is_int(),
+        ReduceOp::Max | ReduceOp::Min => d.is_bool(),
+        _ => false,
+    };
+    if bad {
+        return cx.fail(
+            Diagnostic::error(xs, format!("cannot reduce {d} with `{}`", op.name()))
+                .label(format!("this is {}", cx.ty(x))),
+        );
+    }
+    let (axis, keep) = cx.reduce_axis(&mut x, a.get(1), a.get(2), xs)?;
+    let acc = Cx::accumulator(d, op);
+    let x = cx.cast(x, acc, span)?;
+    let mut shape = cx.ty(x).shape.clone();
+    shape.remove(axis);
+    let r = cx.emit1(OpKind::Reduce { op, axis }, vec![x], Type::tile(acc, shape), span)?;
+    // Floats come back to their dtype after accumulating wider; small ints stay i32.
+    let r = if d.is_float() { cx.cast(r, d, span)? } else { r };
+    Ok(Val::V(cx.keep_dims(r, axis, keep, span)?))
+}
+
+/// `argmax(x, axis)` and `argmin(x, axis)`: the index of the extreme element.
+pub(super) fn arg_reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
+    let (x, xs) = a.req(0);
+    let mut x = cx.number_arg((x, xs), "the argument")?;
+    let (axis, keep) = cx.reduce_axis(&mut x, a.get(1), a.get(2), xs)?;
+    let mut shape = cx.ty(x).shape.clone();
+    shape.remove(axis);
+    let r = cx.emit1(
+        OpKind::ArgReduce {
+            max: name == "argmax",
+            axis,
+        },
+        vec![x],
+        Type::tile(DType::I32, shape),
+        span,
+    )?;
+    Ok(Val::V(cx.keep_dims(r, axis, keep, span)?))
+}
+
+/// `reduce(x, axis, combine)`: a reduction with a helper function as the combiner.
+pub(super) fn reduce_with(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
+    let (xv, xs) = a.req(0);
+    let mut x = cx.number_arg((xv, xs), "the reduced value")?;
+    let f = cx.combine_fn(a.req(2))?;
+    let (axis, keep) = cx.reduce_axis(&mut x, a.get(1), a.get(3), xs)?;
+    let region = cx.combine_region(f, cx.ty(x).elem, span)?;
+    let mut shape = cx.ty(x).shape.clone();
+    shape.remove(axis);
+    let t = cx.ty(x).with_shape(shape);
+    let r = cx.emit(OpKind::ReduceWith { axis }, vec![x], vec![t], vec![region], span)?[0];
+    Ok(Val::V(cx.keep_dims(r, axis, keep, span)?))
+}
+
+/// `cumsum`, `cumprod`, and `scan(x, axis, combine)` with a helper function as the combiner.
+pub(super) fn scan(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
+    let (xv, xs) = a.req(0);
+    let x = cx.number_arg((xv, xs), "the scanned value")?;
+    let rank = cx.ty(x).shape.len();
+    if rank == 0 {
+        return cx.fail(Diagnostic::error(xs, "cannot scan a scalar").label("this has no axes"));
+    }
+    let axis = match a.get(1) {
+        Some(ax) => cx.axis_arg(ax, rank)?,
+        None => 0,
+    };
+    let reverse_idx = if name == "scan" { 3 } else { 2 };
+    let reverse = cx.bool_arg(a.get(reverse_idx), false)?;
+    if name == "scan" {
+        let f = cx.combine_fn(a.req(2))?;
+        let region = cx.combine_region(f, cx.ty(x).elem, span)?;
+        let t = cx.ty(x).clone();
+        return Ok(Val::V(
+            cx.emit(OpKind::ScanWith { axis, reverse }, vec![x], vec![t], vec![region], span)?[0],
+        ));
+    }
+    let op = if name == "cumsum" {
+        ReduceOp::Sum
+    } else {
+        ReduceOp::Prod
+    };
+    let d = cx.ty(x).dtype().unwrap();
+    let acc = Cx::accumulator(d, op);
+    let xc = cx.cast(x, acc, span)?;
+    let t = cx.ty(xc).clone();
+    let r = cx.emit1(OpKind::Scan { op, axis, reverse }, vec![xc], t, span)?;
+    Ok(Val::V(if d.is_float() { cx.cast(r, d, span)? } else { r }))
+}
+
+impl<'a> Cx<'a> {
+    /// Resolves `axis` (None: all axes, by flattening) and `keep_dims` for a reduction.
+    fn reduce_axis(
+        &mut self,
+        x: &mut ValueId,
+        axis: Option<(Val, Span)>,
+        keep: Option<(Val, Span)>,
+        xs: Span,
+    ) -> R<(usize, bool)> {
+        let keep = self.bool_arg(keep, false)?;
+        let rank = self.ty(*x).shape.len();
+        if rank == 0 {
+            return self.fail(Diagnostic::error(xs, "cannot reduce a scalar").label("this has no axes"));
+        }
+        match axis {
+            Some(a) => Ok((self.axis_arg(a, rank)?, keep)),
+            None => {
+                if rank > 1 {
+                    if keep {
+                        return self
+                            .fail(Diagnostic::error(xs, "`keep_dims` needs an `axis`").label("reducing every axis"));
+                    }
+                    let n = self.ty(*x).numel();
+                    let t = self.ty(*x).with_shape(vec![n]);
+                    *x = self.emit1(OpKind::Reshape, vec![*x], t, xs)?;
+                }
+                Ok((0, keep))
+            }
+        }
+    }
+
+    fn keep_dims(&mut self, r: ValueId, axis: usize, keep: bool, span: Span) -> R<ValueId> {
+        if !keep {
+            return Ok(r);
+        }
+        let mut shape = self.ty(r).shape.clone();
+        shape.insert(axis, 1);
+        let t = self.ty(r).with_shape(shape);
+        self.emit1(OpKind::ExpandDims(axis), vec![r], t, span)
+    }
+
+    /// The dtype a sum or product accumulates in, if it differs from the input's.
+    fn accumulator(d: DType, op: ReduceOp) -> DType {
+        match op {
+            ReduceOp::Sum | ReduceOp::Prod if d.is_bool() || (d.is_int() && d.bits() < 32) => {
+                if d.is_unsigned() {
+                    DType::U32
+                } else {
+                    DType::I32
+                }
+            }
+            ReduceOp::Sum | ReduceOp::Prod if d.is_float() && d.bits() < 32 => DType::F32,
+            _ => d,
+        }
+    }
+
+    fn combine_fn(&mut self, c: (Val, Span)) -> R<&'a ast::FnDef> {
+        match c.0 {
+            Val::Func(name) => Ok(self.helper(&name).unwrap()),
+            other => {
+                let l = self.describe(&other);
+                self.fail(
+                    Diagnostic::error(c.1, "`combine` must name a helper function")
+                        .label(l)
+                        .help("define `fn combine(a, b) { .. }` and pass `combine: combine`"),
+                )
+            }
+        }
+    }
+
+    /// Builds the combine region: two scalar arguments of `elem`, yielding one.
+    fn combine_region(&mut self, f: &'a ast::FnDef, elem: Elem, span: Span) -> R<Region> {
+        let scalar = Type { elem, shape: vec![] };
+        let x = self.new_value(scalar.clone());
+        let y = self.new_value(scalar.clone());
+        self.regions.push(Vec::new());
+        let r = self
+            .inline_call(f, vec![(None, Val::V(x), span), (None, Val::V(y), span)], span)
+            .and_then(|r| {
+                self.coerce_to(
+                    r,
+                    &scalar,
+                    f.body.tail.as_ref().map_or(f.span, |t| t.span),
+                    &f.name.name,
+                    "the result of",
+                )
+            });
+        let r = match r {
+            Ok(r) => self.emit(OpKind::Yield, vec![r], vec![], vec![], span).map(|_| ()),
+            Err(e) => Err(e),
+        };
+        let ops = self.regions.pop().unwrap();
+        r?;
+        Ok(Region { args: vec![x, y], ops })
+    }
+}
