@@ -1,0 +1,133 @@
+//! Control flow: `for` and `if` ops, counted loops and guarded blocks.
+
+use inkwell::IntPredicate;
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue};
+use tile_lang::ir::*;
+
+use super::{Lowering, R, Repr, llvm};
+
+impl<'c> Lowering<'c, '_> {
+    fn func(&self) -> FunctionValue<'c> {
+        self.f.expect("lowering happens inside the kernel function")
+    }
+
+    /// Runs `body` only where `cond` holds.
+    pub(super) fn when(&mut self, cond: IntValue<'c>, body: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
+        let then = self.ctx.append_basic_block(self.func(), "then");
+        let done = self.ctx.append_basic_block(self.func(), "done");
+        llvm(self.b.build_conditional_branch(cond, then, done))?;
+        self.b.position_at_end(then);
+        body(self)?;
+        llvm(self.b.build_unconditional_branch(done))?;
+        self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// A counted loop `for i in lo..hi step` carrying `inits`; `body` returns the next values.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn counted_loop(
+        &mut self,
+        lo: IntValue<'c>,
+        hi: IntValue<'c>,
+        step: IntValue<'c>,
+        signed: bool,
+        inits: Vec<BasicValueEnum<'c>>,
+        body: &mut dyn FnMut(&mut Self, IntValue<'c>, Vec<BasicValueEnum<'c>>) -> R<Vec<BasicValueEnum<'c>>>,
+    ) -> R<Vec<BasicValueEnum<'c>>> {
+        let f = self.func();
+        let pre = self.b.get_insert_block().unwrap();
+        let head = self.ctx.append_basic_block(f, "loop");
+        let body_bb = self.ctx.append_basic_block(f, "body");
+        let exit = self.ctx.append_basic_block(f, "exit");
+        llvm(self.b.build_unconditional_branch(head))?;
+        self.b.position_at_end(head);
+        let iv = llvm(self.b.build_phi(lo.get_type(), "i"))?;
+        let phis: Vec<_> = inits
+            .iter()
+            .map(|v| llvm(self.b.build_phi(v.get_type(), "c")))
+            .collect::<R<_>>()?;
+        iv.add_incoming(&[(&lo, pre)]);
+        for (p, v) in phis.iter().zip(&inits) {
+            p.add_incoming(&[(v, pre)]);
+        }
+        let i = iv.as_basic_value().into_int_value();
+        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
+        let go = llvm(self.b.build_int_compare(pred, i, hi, "go"))?;
+        llvm(self.b.build_conditional_branch(go, body_bb, exit))?;
+        self.b.position_at_end(body_bb);
+        let cur: Vec<_> = phis.iter().map(|p| p.as_basic_value()).collect();
+        let next = body(self, i, cur.clone())?;
+        let i_next = llvm(self.b.build_int_add(i, step, "inext"))?;
+        // Stop rather than wrap around when `i + step` overflows.
+        let wrapped = llvm(self.b.build_int_compare(pred, i_next, i, "wrap"))?;
+        let latch = self.b.get_insert_block().unwrap();
+        let cont = self.ctx.append_basic_block(f, "cont");
+        llvm(self.b.build_conditional_branch(wrapped, exit, cont))?;
+        self.b.position_at_end(cont);
+        llvm(self.b.build_unconditional_branch(head))?;
+        iv.add_incoming(&[(&i_next, cont)]);
+        for (p, v) in phis.iter().zip(&next) {
+            p.add_incoming(&[(v, cont)]);
+        }
+        // The exit sees the loop-carried values from the header (normal exit) or the latch.
+        self.b.position_at_end(exit);
+        let mut out = Vec::new();
+        for (p, v) in phis.iter().zip(&next) {
+            let phi = llvm(self.b.build_phi(v.get_type(), "out"))?;
+            phi.add_incoming(&[(&p.as_basic_value(), head), (v, latch)]);
+            out.push(phi.as_basic_value());
+        }
+        Ok(out)
+    }
+
+    pub(super) fn for_op(&mut self, op: &Op) -> R<()> {
+        let d = self.dtype(op.operands[0]);
+        let (lo, hi, step) = (
+            self.scalar(op.operands[0]).into_int_value(),
+            self.scalar(op.operands[1]).into_int_value(),
+            self.scalar(op.operands[2]).into_int_value(),
+        );
+        let inits: Vec<Repr> = op.operands[3..].iter().map(|v| self.get(*v)).collect();
+        let flat = Self::flatten(&inits);
+        let body = op.regions[0].clone();
+        let out = self.counted_loop(lo, hi, step, !d.is_unsigned(), flat, &mut |l, i, cur| {
+            let mut args = vec![Repr::Scalar(i.into())];
+            args.extend(Self::rebuild(&inits, &cur));
+            let y = l.region(&body, &args)?;
+            Ok(Self::flatten(&y))
+        })?;
+        for (r, v) in op.results.iter().zip(Self::rebuild(&inits, &out)) {
+            self.set(*r, v);
+        }
+        Ok(())
+    }
+
+    pub(super) fn if_op(&mut self, op: &Op) -> R<()> {
+        let c = self.scalar(op.operands[0]).into_int_value();
+        let f = self.func();
+        let (tb, eb, done) = (
+            self.ctx.append_basic_block(f, "then"),
+            self.ctx.append_basic_block(f, "else"),
+            self.ctx.append_basic_block(f, "endif"),
+        );
+        llvm(self.b.build_conditional_branch(c, tb, eb))?;
+        let mut arms = Vec::new();
+        for (bb, region) in [(tb, &op.regions[0]), (eb, &op.regions[1])] {
+            self.b.position_at_end(bb);
+            let y = self.region(region, &[])?;
+            arms.push((Self::flatten(&y), y, self.b.get_insert_block().unwrap()));
+            llvm(self.b.build_unconditional_branch(done))?;
+        }
+        self.b.position_at_end(done);
+        let mut merged = Vec::new();
+        for i in 0..arms[0].0.len() {
+            let phi = llvm(self.b.build_phi(arms[0].0[i].get_type(), ""))?;
+            phi.add_incoming(&[(&arms[0].0[i], arms[0].2), (&arms[1].0[i], arms[1].2)]);
+            merged.push(phi.as_basic_value());
+        }
+        for (r, v) in op.results.iter().zip(Self::rebuild(&arms[0].1, &merged)) {
+            self.set(*r, v);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,502 @@
+//! Elementwise ops: constants, unary and binary arithmetic, comparisons, casts (8- and 16-bit
+//! integers through `widen_narrow`/`narrow_int`), `select`, `fma`, bitcasts and pointer offsets.
+
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::{FloatPredicate, IntPredicate};
+use tile_lang::ir::*;
+
+use super::{Lowering, R, Repr, llvm};
+use crate::CodegenError;
+
+impl<'c> Lowering<'c, '_> {
+    /// Applies `f` element by element over operands of one shape.
+    fn map(&mut self, op: &Op, f: &dyn Fn(&Self, &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>>) -> R<()> {
+        let ins: Vec<Vec<BasicValueEnum<'c>>> = op.operands.iter().map(|v| self.elems(*v)).collect();
+        let n = ins[0].len();
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let args: Vec<_> = ins.iter().map(|x| x[i]).collect();
+            out.push(f(self, &args)?);
+        }
+        let r = if self.k.ty(op.results[0]).is_scalar() {
+            Repr::Scalar(out[0])
+        } else {
+            Repr::Tile(out)
+        };
+        self.set(op.results[0], r);
+        Ok(())
+    }
+
+    /// A constant scalar.
+    pub(super) fn constant(&mut self, op: &Op, c: &ConstValue) -> R<()> {
+        let t = self.ty(self.k.ty(op.results[0]).elem);
+        let v: BasicValueEnum = match (c, t) {
+            (ConstValue::Int(i), BasicTypeEnum::IntType(it)) => it.const_int(*i as u64, true).into(),
+            (ConstValue::Bool(b), BasicTypeEnum::IntType(it)) => it.const_int(*b as u64, false).into(),
+            (ConstValue::Float(f), BasicTypeEnum::FloatType(ft)) => ft.const_float(*f).into(),
+            _ => return Err(CodegenError::unsupported("this constant", op.kind.name(), op.loc)),
+        };
+        self.set(op.results[0], Repr::Scalar(v));
+        Ok(())
+    }
+
+    pub(super) fn unary_op(&mut self, op: &Op, u: UnaryOp) -> R<()> {
+        let d = self.dtype(op.operands[0]);
+        let loc = op.loc;
+        self.map(op, &|l, a| l.unary(u, d, a[0], loc))
+    }
+
+    pub(super) fn binary_op(&mut self, op: &Op, bop: BinaryOp) -> R<()> {
+        let d = self.dtype(op.operands[0]);
+        self.map(op, &|l, a| l.binary(bop, d, a[0], a[1]))
+    }
+
+    pub(super) fn compare_op(&mut self, op: &Op, c: CmpOp) -> R<()> {
+        let e = self.k.ty(op.operands[0]).elem;
+        self.map(op, &|l, a| l.compare(c, e, a[0], a[1]))
+    }
+
+    pub(super) fn fma(&mut self, op: &Op) -> R<()> {
+        let t = self.ty(self.k.ty(op.operands[0]).elem);
+        self.map(op, &|l, a| l.intr1("llvm.fma", &[t], &[a[0], a[1], a[2]]))
+    }
+
+    pub(super) fn select(&mut self, op: &Op) -> R<()> {
+        self.map(op, &|l, a| {
+            llvm(l.b.build_select(a[0].into_int_value(), a[1], a[2], ""))
+        })
+    }
+
+    pub(super) fn cast_op(&mut self, op: &Op, r: Rounding) -> R<()> {
+        let (from, to) = (self.dtype(op.operands[0]), self.k.ty(op.results[0]).dtype().unwrap());
+        let loc = op.loc;
+        match r {
+            Rounding::Rtz => self.map(op, &|l, a| l.cast_toward_zero(from, to, a[0], loc)),
+            _ => self.map(op, &|l, a| l.cast(from, to, a[0], loc)),
+        }
+    }
+
+    pub(super) fn bitcast(&mut self, op: &Op) -> R<()> {
+        let t = self.ty(self.k.ty(op.results[0]).elem);
+        self.map(op, &|l, a| llvm(l.b.build_bit_cast(a[0], t, "")))
+    }
+
+    pub(super) fn ptr_add(&mut self, op: &Op) -> R<()> {
+        let pointee = match self.k.ty(op.operands[0]).elem {
+            Elem::Ptr { pointee, .. } => pointee,
+            _ => unreachable!("verified"),
+        };
+        let od = self.dtype(op.operands[1]);
+        let et = self.ty(Elem::Scalar(pointee));
+        self.map(op, &|l, a| {
+            let off = a[1].into_int_value();
+            let off = if od.bits() == 64 {
+                off
+            } else if od.is_signed() {
+                llvm(l.b.build_int_s_extend(off, l.ctx.i64_type(), ""))?
+            } else {
+                llvm(l.b.build_int_z_extend(off, l.ctx.i64_type(), ""))?
+            };
+            let p = unsafe { llvm(l.b.build_gep(et, a[0].into_pointer_value(), &[off], ""))? };
+            Ok(p.into())
+        })
+    }
+
+    fn unary(&self, u: UnaryOp, d: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
+        let b = &self.b;
+        if is_narrow_int(d) {
+            let w = self.widen_narrow(d, x.into_int_value())?;
+            let r = self.unary(u, wide_int(d), w.into(), loc)?;
+            return Ok(self.narrow_int(d, r.into_int_value())?.into());
+        }
+        if d.is_int() || d.is_bool() {
+            let x = x.into_int_value();
+            return Ok(match u {
+                UnaryOp::Neg => llvm(b.build_int_neg(x, ""))?.into(),
+                UnaryOp::Not => llvm(b.build_not(x, ""))?.into(),
+                UnaryOp::Abs if d.is_signed() => self.intr1(
+                    "llvm.abs",
+                    &[x.get_type().into()],
+                    &[x.into(), self.ctx.bool_type().const_zero().into()],
+                )?,
+                _ => x.into(),
+            });
+        }
+        let t = x.get_type();
+        let fx = x.into_float_value();
+        let f32t = self.ctx.f32_type();
+        let approx = |name: &str, v: BasicValueEnum<'c>| -> R<BasicValueEnum<'c>> {
+            if d != DType::F32 {
+                return Err(CodegenError::unsupported(
+                    format!("`{}` on {d}", u.name()),
+                    u.name(),
+                    loc,
+                ));
+            }
+            self.asm(Some(f32t.into()), &format!("{name} $0, $1;"), "=f,f", &[v])
+                .map(|v| v.unwrap())
+        };
+        let mul = |a: BasicValueEnum<'c>, c: f64| -> R<BasicValueEnum<'c>> {
+            Ok(llvm(b.build_float_mul(a.into_float_value(), t.into_float_type().const_float(c), ""))?.into())
+        };
+        Ok(match u {
+            UnaryOp::Neg => llvm(b.build_float_neg(fx, ""))?.into(),
+            UnaryOp::Not => x,
+            UnaryOp::Abs => self.intr1("llvm.fabs", &[t], &[x])?,
+            UnaryOp::Floor => self.intr1("llvm.floor", &[t], &[x])?,
+            UnaryOp::Ceil => self.intr1("llvm.ceil", &[t], &[x])?,
+            UnaryOp::Sqrt => self.intr1("llvm.sqrt", &[t], &[x])?,
+            UnaryOp::Exp2 => approx("ex2.approx.f32", x)?,
+            UnaryOp::Exp => approx("ex2.approx.f32", mul(x, std::f64::consts::LOG2_E)?)?,
+            UnaryOp::Log2 => approx("lg2.approx.f32", x)?,
+            UnaryOp::Log => mul(approx("lg2.approx.f32", x)?, std::f64::consts::LN_2)?,
+            UnaryOp::Rsqrt => approx("rsqrt.approx.f32", x)?,
+            UnaryOp::Sin => approx("sin.approx.f32", x)?,
+            UnaryOp::Cos => approx("cos.approx.f32", x)?,
+            UnaryOp::Tanh => approx("tanh.approx.f32", x)?,
+            UnaryOp::Sigmoid => {
+                // 1 / (1 + 2^(-x log2 e))
+                let e = approx("ex2.approx.f32", mul(x, -std::f64::consts::LOG2_E)?)?;
+                let one = f32t.const_float(1.0);
+                let den = llvm(b.build_float_add(one, e.into_float_value(), ""))?;
+                llvm(b.build_float_div(one, den, ""))?.into()
+            }
+            UnaryOp::Erf => return Err(CodegenError::unsupported("`erf`", "erf", loc)),
+        })
+    }
+
+    pub(super) fn binary(
+        &self,
+        op: BinaryOp,
+        d: DType,
+        a: BasicValueEnum<'c>,
+        c: BasicValueEnum<'c>,
+    ) -> R<BasicValueEnum<'c>> {
+        let b = &self.b;
+        if d.is_float() {
+            let (x, y) = (a.into_float_value(), c.into_float_value());
+            return Ok(match op {
+                BinaryOp::Add => llvm(b.build_float_add(x, y, ""))?.into(),
+                BinaryOp::Sub => llvm(b.build_float_sub(x, y, ""))?.into(),
+                BinaryOp::Mul => llvm(b.build_float_mul(x, y, ""))?.into(),
+                BinaryOp::Div => llvm(b.build_float_div(x, y, ""))?.into(),
+                BinaryOp::Rem => llvm(b.build_float_rem(x, y, ""))?.into(),
+                BinaryOp::Max => self.intr1("llvm.maxnum", &[a.get_type()], &[a, c])?,
+                BinaryOp::Min => self.intr1("llvm.minnum", &[a.get_type()], &[a, c])?,
+                _ => unreachable!("verified: bitwise ops take integers"),
+            });
+        }
+        let (x, y) = (a.into_int_value(), c.into_int_value());
+        if is_narrow_int(d) {
+            let (x, y) = (self.widen_narrow(d, x)?, self.widen_narrow(d, y)?);
+            let r = self.int_binary(op, d.is_signed(), d.bits(), x, y)?;
+            return Ok(self.narrow_int(d, r.into_int_value())?.into());
+        }
+        self.int_binary(op, d.is_signed(), d.bits(), x, y)
+    }
+
+    /// An integer op on `x` and `y` with the semantics of a `bits`-bit type (shift amounts of
+    /// `bits` or more), computed in their LLVM type (which may be wider).
+    fn int_binary(
+        &self,
+        op: BinaryOp,
+        signed: bool,
+        bits: u32,
+        x: IntValue<'c>,
+        y: IntValue<'c>,
+    ) -> R<BasicValueEnum<'c>> {
+        let b = &self.b;
+        let it = x.get_type();
+        let bits = it.const_int(bits as u64, false);
+        Ok(match op {
+            BinaryOp::Add => llvm(b.build_int_add(x, y, ""))?.into(),
+            BinaryOp::Sub => llvm(b.build_int_sub(x, y, ""))?.into(),
+            BinaryOp::Mul => llvm(b.build_int_mul(x, y, ""))?.into(),
+            BinaryOp::Div if signed => llvm(b.build_int_signed_div(x, y, ""))?.into(),
+            BinaryOp::Div => llvm(b.build_int_unsigned_div(x, y, ""))?.into(),
+            BinaryOp::Rem if signed => llvm(b.build_int_signed_rem(x, y, ""))?.into(),
+            BinaryOp::Rem => llvm(b.build_int_unsigned_rem(x, y, ""))?.into(),
+            BinaryOp::And => llvm(b.build_and(x, y, ""))?.into(),
+            BinaryOp::Or => llvm(b.build_or(x, y, ""))?.into(),
+            BinaryOp::Xor => llvm(b.build_xor(x, y, ""))?.into(),
+            BinaryOp::Shl | BinaryOp::Shr => {
+                // Shifts by the width or more give 0 (or the sign for >> on signed types).
+                let big = llvm(b.build_int_compare(IntPredicate::UGE, y, bits, ""))?;
+                let max = llvm(b.build_int_sub(bits, it.const_int(1, false), ""))?;
+                let amt = llvm(b.build_select(big, max, y, ""))?.into_int_value();
+                if op == BinaryOp::Shl {
+                    let s = llvm(b.build_left_shift(x, amt, ""))?;
+                    llvm(b.build_select(big, it.const_zero(), s, ""))?
+                } else if signed {
+                    llvm(b.build_right_shift(x, amt, true, ""))?.into()
+                } else {
+                    let s = llvm(b.build_right_shift(x, amt, false, ""))?;
+                    llvm(b.build_select(big, it.const_zero(), s, ""))?
+                }
+            }
+            BinaryOp::Max | BinaryOp::Min => {
+                let name = match (op, signed) {
+                    (BinaryOp::Max, true) => "llvm.smax",
+                    (BinaryOp::Max, false) => "llvm.umax",
+                    (_, true) => "llvm.smin",
+                    _ => "llvm.umin",
+                };
+                self.intr1(name, &[it.into()], &[x.into(), y.into()])?
+            }
+        })
+    }
+
+    pub(super) fn compare(
+        &self,
+        c: CmpOp,
+        e: Elem,
+        a: BasicValueEnum<'c>,
+        b: BasicValueEnum<'c>,
+    ) -> R<BasicValueEnum<'c>> {
+        let d = e.dtype().unwrap_or(DType::U64);
+        if d.is_float() {
+            let p = match c {
+                CmpOp::Eq => FloatPredicate::OEQ,
+                CmpOp::Ne => FloatPredicate::UNE,
+                CmpOp::Lt => FloatPredicate::OLT,
+                CmpOp::Le => FloatPredicate::OLE,
+                CmpOp::Gt => FloatPredicate::OGT,
+                CmpOp::Ge => FloatPredicate::OGE,
+            };
+            return Ok(llvm(
+                self.b
+                    .build_float_compare(p, a.into_float_value(), b.into_float_value(), ""),
+            )?
+            .into());
+        }
+        let (a, b) = if is_narrow_int(d) {
+            (
+                self.widen_narrow(d, a.into_int_value())?.into(),
+                self.widen_narrow(d, b.into_int_value())?.into(),
+            )
+        } else {
+            (a, b)
+        };
+        let pick = |signed, unsigned| if d.is_signed() { signed } else { unsigned };
+        let p = match c {
+            CmpOp::Eq => IntPredicate::EQ,
+            CmpOp::Ne => IntPredicate::NE,
+            CmpOp::Lt => pick(IntPredicate::SLT, IntPredicate::ULT),
+            CmpOp::Le => pick(IntPredicate::SLE, IntPredicate::ULE),
+            CmpOp::Gt => pick(IntPredicate::SGT, IntPredicate::UGT),
+            CmpOp::Ge => pick(IntPredicate::SGE, IntPredicate::UGE),
+        };
+        Ok(llvm(self.b.build_int_compare(p, a.into_int_value(), b.into_int_value(), ""))?.into())
+    }
+
+    /// Converts one element (round to nearest even; float to int truncates and saturates, NaN
+    /// gives 0), as the interpreter does.
+    pub(super) fn cast(&self, from: DType, to: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
+        let b = &self.b;
+        if from == to {
+            return Ok(x);
+        }
+        if is_narrow_int(from) {
+            // Widen first; the rest of the conversion then starts from 32 bits.
+            let w = self.widen_narrow(from, x.into_int_value())?;
+            return self.cast(wide_int(from), to, w.into(), loc);
+        }
+        if matches!(from, DType::F8E4M3 | DType::F8E5M2) || matches!(to, DType::F8E4M3 | DType::F8E5M2) {
+            return Err(CodegenError::unsupported(
+                format!("conversion between {from} and {to}"),
+                "cast",
+                loc,
+            ));
+        }
+        let tt = self.ty(Elem::Scalar(to));
+        if to.is_bool() {
+            return Ok(if from.is_float() {
+                llvm(b.build_float_compare(
+                    FloatPredicate::UNE,
+                    x.into_float_value(),
+                    x.get_type().into_float_type().const_zero(),
+                    "",
+                ))?
+                .into()
+            } else {
+                llvm(b.build_int_compare(
+                    IntPredicate::NE,
+                    x.into_int_value(),
+                    x.get_type().into_int_type().const_zero(),
+                    "",
+                ))?
+                .into()
+            });
+        }
+        if from.is_bool() {
+            let x = x.into_int_value();
+            return Ok(if to.is_float() {
+                llvm(b.build_unsigned_int_to_float(x, tt.into_float_type(), ""))?.into()
+            } else {
+                llvm(b.build_int_z_extend(x, tt.into_int_type(), ""))?.into()
+            });
+        }
+        if is_narrow_int(to) {
+            let w = if from.is_float() {
+                // Saturate to 32 bits, then to the narrow range.
+                let (lo, hi) = tile_lang::interp::scalar::int_range(to);
+                let x = self.cast(from, wide_int(to), x, loc)?;
+                let i32t = self.ctx.i32_type();
+                let (lo, hi) = (i32t.const_int(lo as u64, true), i32t.const_int(hi as u64, true));
+                let x = if to.is_signed() {
+                    let x = self.intr1("llvm.smax", &[i32t.into()], &[x, lo.into()])?;
+                    self.intr1("llvm.smin", &[i32t.into()], &[x, hi.into()])?
+                } else {
+                    self.intr1("llvm.umin", &[i32t.into()], &[x, hi.into()])?
+                };
+                x.into_int_value()
+            } else {
+                x.into_int_value()
+            };
+            return Ok(self.narrow_int(to, w)?.into());
+        }
+        match (from.is_float(), to.is_float()) {
+            (false, false) => {
+                let x = x.into_int_value();
+                let t = tt.into_int_type();
+                Ok(if to.bits() < from.bits() {
+                    llvm(b.build_int_truncate(x, t, ""))?.into()
+                } else if to.bits() == from.bits() {
+                    x.into()
+                } else if from.is_signed() {
+                    llvm(b.build_int_s_extend(x, t, ""))?.into()
+                } else {
+                    llvm(b.build_int_z_extend(x, t, ""))?.into()
+                })
+            }
+            (false, true) => {
+                let x = x.into_int_value();
+                Ok(if from.is_signed() {
+                    llvm(b.build_signed_int_to_float(x, tt.into_float_type(), ""))?.into()
+                } else {
+                    llvm(b.build_unsigned_int_to_float(x, tt.into_float_type(), ""))?.into()
+                })
+            }
+            (true, false) => {
+                let name = if to.is_signed() {
+                    "llvm.fptosi.sat"
+                } else {
+                    "llvm.fptoui.sat"
+                };
+                self.intr1(name, &[tt, x.get_type()], &[x])
+            }
+            (true, true) => {
+                let x = x.into_float_value();
+                let ft = tt.into_float_type();
+                // f16 <-> bf16 go through f32, which holds both exactly.
+                let x = if matches!((from, to), (DType::F16, DType::BF16) | (DType::BF16, DType::F16)) {
+                    llvm(b.build_float_ext(x, self.ctx.f32_type(), ""))?
+                } else {
+                    x
+                };
+                let fb = |t: inkwell::types::FloatType| match t {
+                    t if t == self.ctx.f64_type() => 64,
+                    t if t == self.ctx.f32_type() => 32,
+                    _ => 16,
+                };
+                Ok(if fb(ft) > fb(x.get_type()) {
+                    llvm(b.build_float_ext(x, ft, ""))?.into()
+                } else {
+                    llvm(b.build_float_trunc(x, ft, ""))?.into()
+                })
+            }
+        }
+    }
+
+    /// A narrowing float conversion rounded toward zero (the checker allows no other).
+    fn cast_toward_zero(&self, from: DType, to: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
+        let (f32t, i16t) = (self.ctx.f32_type(), self.ctx.i16_type());
+        let x = match (from, to) {
+            (DType::F64, DType::F32) => return self.pure_asm(f32t.into(), "cvt.rz.f32.f64 $0, $1;", "=f,d", &[x]),
+            (DType::F32 | DType::F64, DType::F16) => {
+                let a = if from == DType::F64 { "d" } else { "f" };
+                let text = format!("cvt.rz.f16.{from} $0, $1;");
+                let h = self.pure_asm(i16t.into(), &text, &format!("=h,{a}"), &[x])?;
+                return llvm(self.b.build_bit_cast(h, self.ctx.f16_type(), ""));
+            }
+            (DType::F64, DType::BF16) => self.pure_asm(f32t.into(), "cvt.rz.f32.f64 $0, $1;", "=f,d", &[x])?,
+            (DType::F32, DType::BF16) => x,
+            _ => {
+                return Err(CodegenError::unsupported(
+                    format!("round-toward-zero conversion from {from} to {to}"),
+                    "cast",
+                    loc,
+                ));
+            }
+        };
+        // bf16 is the upper half of an f32: toward zero is dropping the lower half (finite
+        // values beyond bf16's range land on its largest finite value, as the language says),
+        // except that a NaN whose payload sits in the lower half must stay a NaN.
+        let x = x.into_float_value();
+        let bits = llvm(self.b.build_bit_cast(x, self.ctx.i32_type(), ""))?.into_int_value();
+        let hi = llvm(self.b.build_right_shift(bits, self.i32c(16), false, ""))?;
+        let hi = llvm(self.b.build_int_truncate(hi, i16t, ""))?;
+        let nan = llvm(self.b.build_float_compare(FloatPredicate::UNO, x, x, ""))?;
+        let r = llvm(self.b.build_select(nan, i16t.const_int(0x7fc0, false), hi, ""))?;
+        llvm(self.b.build_bit_cast(r, self.ctx.bf16_type(), ""))
+    }
+
+    /// A narrow integer (8 or 16 bits) as an i32, sign- or zero-extended by its dtype, through a
+    /// `cvt` that LLVM cannot see through. Narrow integer ops are computed on such values in
+    /// 32 bits and narrowed back by [`Self::narrow_int`]: LLVM would otherwise select 16-bit PTX
+    /// ops (`neg.s16`, `shr.s16`, `setp.lt.s16`), and ptxas emulates those in 32-bit registers
+    /// without always re-extending between them (`(-x).to(i8).to(i16)` gave +128 for -128).
+    pub(super) fn widen_narrow(&self, d: DType, x: IntValue<'c>) -> R<IntValue<'c>> {
+        let i16t = self.ctx.i16_type();
+        let x = if x.get_type().get_bit_width() < 16 {
+            llvm(self.b.build_int_z_extend(x, i16t, ""))?
+        } else {
+            x
+        };
+        let s = if d.is_signed() { "s" } else { "u" };
+        let text = format!("cvt.{s}32.{s}{} $0, $1;", d.bits());
+        Ok(self
+            .pure_asm(self.ctx.i32_type().into(), &text, "=r,h", &[x.into()])?
+            .into_int_value())
+    }
+
+    /// The low bits of a 32- or 64-bit integer as narrow dtype `d`, through a `cvt` that LLVM
+    /// cannot see through (so the op that computed `x` is not narrowed to 16 bits either).
+    fn narrow_int(&self, d: DType, x: IntValue<'c>) -> R<IntValue<'c>> {
+        let (cls, src) = match x.get_type().get_bit_width() {
+            64 => ("l", "u64"),
+            32 => ("r", "u32"),
+            // Already narrow (a bool or a narrow value): widen, then narrow.
+            _ => ("r", "u32"),
+        };
+        let x = if x.get_type().get_bit_width() < 32 {
+            llvm(self.b.build_int_z_extend(x, self.ctx.i32_type(), ""))?
+        } else {
+            x
+        };
+        let r = self
+            .pure_asm(
+                self.ctx.i16_type().into(),
+                &format!("cvt.u16.{src} $0, $1;"),
+                &format!("=h,{cls}"),
+                &[x.into()],
+            )?
+            .into_int_value();
+        Ok(if d.bits() < 16 {
+            llvm(self.b.build_int_truncate(r, self.ctx.i8_type(), ""))?
+        } else {
+            r
+        })
+    }
+}
+
+/// 8- and 16-bit integers: computed in 32 bits (see `Lowering::widen_narrow`).
+fn is_narrow_int(d: DType) -> bool {
+    d.is_int() && d.bits() < 32
+}
+
+/// The 32-bit integer type of the same signedness as a narrow one.
+fn wide_int(d: DType) -> DType {
+    if d.is_signed() { DType::I32 } else { DType::U32 }
+}

@@ -1,0 +1,268 @@
+//! Lowering of each IR op to LLVM IR for the NVPTX back end.
+//!
+//! This file holds the lowering's state ([`Lowering`]), the entry point [`lower`], the kernel and
+//! region plumbing and the dispatcher [`Lowering::op`]; each op family is an `impl Lowering` block
+//! of its own file: `elementwise.rs`, `memory.rs` (global memory and atomics), `shared.rs`
+//! (shared memory and its barriers), `reduce.rs`, `scan.rs`, `dot.rs`, `shape.rs` (broadcasts,
+//! reshapes, permutes, join/split, `arange`, program ids) and `control.rs` (loops and branches);
+//! `index.rs` maps a thread's slots to tile indices and `helpers.rs` holds LLVM types,
+//! intrinsics and inline asm.
+
+mod control;
+mod dot;
+mod elementwise;
+mod helpers;
+mod index;
+mod memory;
+mod reduce;
+mod scan;
+mod shape;
+mod shared;
+
+use std::collections::HashMap;
+
+use inkwell::AddressSpace;
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use tile_lang::ir::*;
+
+use crate::CodegenError;
+use shared::SmemState;
+
+type R<T> = Result<T, CodegenError>;
+
+/// A value in registers: a scalar held alike by every thread, or a thread's slots of a tile.
+#[derive(Clone, Debug)]
+enum Repr<'c> {
+    Scalar(BasicValueEnum<'c>),
+    Tile(Vec<BasicValueEnum<'c>>),
+}
+
+const GLOBAL: u16 = 1;
+const SHARED: u16 = 3;
+const PTX_KERNEL: u32 = 71;
+
+/// Lowers `k` into `module` as a kernel for blocks of `threads` threads; returns the dynamic
+/// shared memory it needs.
+pub(crate) fn lower<'c>(
+    ctx: &'c Context,
+    module: &Module<'c>,
+    k: &Kernel,
+    threads: u32,
+    spec: &[crate::ArgSpec],
+) -> R<u32> {
+    let b = ctx.create_builder();
+    let info = crate::axis::analyze(k, spec);
+    let max_vec = crate::estimate::max_vec(k);
+    let mut l = Lowering {
+        info,
+        max_vec,
+        ctx,
+        m: module,
+        b,
+        f: None,
+        k,
+        threads,
+        tid: None,
+        vals: HashMap::new(),
+        smem: None,
+        smem_bytes: 0,
+        smem_state: SmemState::Fresh,
+    };
+    l.kernel()?;
+    Ok(l.smem_bytes)
+}
+
+/// One kernel's lowering: the LLVM handles, the kernel, the registers of every value lowered so
+/// far and the shared memory used.
+struct Lowering<'c, 'a> {
+    /// Largest chunk of a layout, in elements.
+    max_vec: usize,
+    /// What the axis analysis knows about integer and pointer values.
+    info: HashMap<ValueId, crate::axis::AxisInfo>,
+    ctx: &'c Context,
+    m: &'a Module<'c>,
+    b: Builder<'c>,
+    f: Option<FunctionValue<'c>>,
+    k: &'a Kernel,
+    threads: u32,
+    tid: Option<IntValue<'c>>,
+    vals: HashMap<ValueId, Repr<'c>>,
+    smem: Option<PointerValue<'c>>,
+    smem_bytes: u32,
+    /// What shared memory held last, in straight-line code (see [`SmemState`]).
+    smem_state: SmemState,
+}
+
+fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {
+    r.map_err(|e| CodegenError::Llvm(e.to_string()))
+}
+
+impl<'c> Lowering<'c, '_> {
+    fn kernel(&mut self) -> R<()> {
+        let params: Vec<_> = self.k.params.iter().map(|p| self.ty(p.elem).into()).collect();
+        let fty = self.ctx.void_type().fn_type(&params, false);
+        let f = self.m.add_function(&self.k.name, fty, Some(Linkage::External));
+        f.set_call_conventions(PTX_KERNEL);
+        f.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            self.ctx
+                .create_string_attribute("nvvm.maxntid", &self.threads.to_string()),
+        );
+        self.f = Some(f);
+        let entry = self.ctx.append_basic_block(f, "entry");
+        self.b.position_at_end(entry);
+        let smem = self.m.add_global(
+            self.ctx.i8_type().array_type(0),
+            Some(AddressSpace::from(SHARED)),
+            "smem",
+        );
+        smem.set_linkage(Linkage::External);
+        smem.set_alignment(16);
+        self.smem = Some(smem.as_pointer_value());
+        let tid = self.intr1("llvm.nvvm.read.ptx.sreg.tid.x", &[], &[])?.into_int_value();
+        self.tid = Some(tid);
+        for (i, p) in self.k.params.iter().enumerate() {
+            let v = f.get_nth_param(i as u32).unwrap();
+            if p.elem.is_ptr() {
+                // Kernel pointers are never null and point to global memory.
+                v.set_name(&p.name);
+            } else {
+                v.set_name(&p.name);
+            }
+            self.vals.insert(p.value, Repr::Scalar(v));
+        }
+        let body = self.k.body.clone();
+        self.region(&body, &[])?;
+        llvm(self.b.build_return(None))?;
+        Ok(())
+    }
+
+    /// Lowers a region with its arguments bound; returns the values of its `yield`.
+    fn region(&mut self, r: &Region, args: &[Repr<'c>]) -> R<Vec<Repr<'c>>> {
+        for (a, v) in r.args.iter().zip(args) {
+            self.vals.insert(*a, v.clone());
+        }
+        for op in &r.ops {
+            if let OpKind::Yield = op.kind {
+                return Ok(op.operands.iter().map(|v| self.get(*v)).collect());
+            }
+            self.op(op)?;
+        }
+        Ok(vec![])
+    }
+
+    /// Flattens values for phis; `rebuild` turns them back.
+    fn flatten(vals: &[Repr<'c>]) -> Vec<BasicValueEnum<'c>> {
+        vals.iter()
+            .flat_map(|r| match r {
+                Repr::Scalar(s) => vec![*s],
+                Repr::Tile(t) => t.clone(),
+            })
+            .collect()
+    }
+
+    fn rebuild(shapes: &[Repr<'c>], flat: &[BasicValueEnum<'c>]) -> Vec<Repr<'c>> {
+        let mut i = 0;
+        shapes
+            .iter()
+            .map(|r| match r {
+                Repr::Scalar(_) => {
+                    i += 1;
+                    Repr::Scalar(flat[i - 1])
+                }
+                Repr::Tile(t) => {
+                    i += t.len();
+                    Repr::Tile(flat[i - t.len()..i].to_vec())
+                }
+            })
+            .collect()
+    }
+
+    fn get(&self, v: ValueId) -> Repr<'c> {
+        self.vals
+            .get(&v)
+            .cloned()
+            .expect("a verified kernel defines values before their uses")
+    }
+
+    fn set(&mut self, v: ValueId, r: Repr<'c>) {
+        self.vals.insert(v, r);
+    }
+
+    /// The value's elements as this thread holds them (a scalar is one element).
+    fn elems(&self, v: ValueId) -> Vec<BasicValueEnum<'c>> {
+        match self.get(v) {
+            Repr::Scalar(s) => vec![s],
+            Repr::Tile(t) => t,
+        }
+    }
+
+    fn scalar(&self, v: ValueId) -> BasicValueEnum<'c> {
+        match self.get(v) {
+            Repr::Scalar(s) => s,
+            Repr::Tile(t) => t[0],
+        }
+    }
+
+    fn dtype(&self, v: ValueId) -> DType {
+        self.k.ty(v).dtype().unwrap_or(DType::I64)
+    }
+
+    /// Lowers one op through the method of its family, then forgets what the block reductions
+    /// know about shared memory unless the op leaves it alone.
+    fn op(&mut self, op: &Op) -> R<()> {
+        match &op.kind {
+            OpKind::Const(c) => self.constant(op, c)?,
+            OpKind::ProgramId(a) | OpKind::NumPrograms(a) => self.program_id(op, *a)?,
+            OpKind::Arange { start, .. } => self.arange(op, *start)?,
+            OpKind::Broadcast => self.broadcast(op)?,
+            OpKind::ExpandDims(_) | OpKind::Reshape => self.reshape(op)?,
+            OpKind::Permute(p) => self.permute(op, p)?,
+            OpKind::Join => self.join(op)?,
+            OpKind::Split => self.split(op)?,
+            OpKind::Unary(u) => self.unary_op(op, *u)?,
+            OpKind::Binary(bop) => self.binary_op(op, *bop)?,
+            OpKind::Cmp(c) => self.compare_op(op, *c)?,
+            OpKind::Fma => self.fma(op)?,
+            OpKind::Select => self.select(op)?,
+            OpKind::Cast(r) => self.cast_op(op, *r)?,
+            OpKind::Bitcast => self.bitcast(op)?,
+            OpKind::PtrAdd => self.ptr_add(op)?,
+            OpKind::Load { mask, other } => self.load(op, *mask, *other)?,
+            OpKind::Store { mask } => self.store(op, *mask)?,
+            OpKind::Atomic { op: a, mask } => self.atomic(op, Some(*a), *mask)?,
+            OpKind::AtomicCas { mask } => self.atomic(op, None, *mask)?,
+            OpKind::Dot(p) => self.dot(op, *p)?,
+            OpKind::Reduce { op: r, axis } => self.reduce(op, *r, *axis)?,
+            OpKind::ArgReduce { max, axis } => self.arg_reduce(op, *max, *axis)?,
+            OpKind::ReduceWith { axis } => self.reduce_with(op, *axis)?,
+            OpKind::Scan { op: r, axis, reverse } => self.scan(op, Some(*r), *axis, *reverse)?,
+            OpKind::ScanWith { axis, reverse } => self.scan(op, None, *axis, *reverse)?,
+            // Regions run repeatedly or conditionally: no straight-line knowledge crosses them.
+            // (on the way out, the reset after the match covers them)
+            OpKind::For { .. } => {
+                self.smem_state = SmemState::Unknown;
+                self.for_op(op)?;
+            }
+            OpKind::If => {
+                self.smem_state = SmemState::Unknown;
+                self.if_op(op)?;
+            }
+            OpKind::Yield => {}
+            OpKind::MultipleOf(_) | OpKind::MaxContiguous(_) => {
+                let v = self.get(op.operands[0]);
+                self.set(op.results[0], v);
+            }
+            // Debug printing and assertions exist only in debug builds, which this back end
+            // does not produce yet; release code leaves them out, as Triton's does.
+            OpKind::Print(_) | OpKind::Assert(_) => {}
+        }
+        if !self.register_only(op) {
+            self.smem_state = SmemState::Unknown;
+        }
+        Ok(())
+    }
+}
