@@ -2,7 +2,7 @@
 //! a kernel asks for and how many elements of each tile a thread holds. The optimizer calls
 //! these for every candidate configuration, where running the real lowering would be too slow.
 //!
-//! These functions mirror `lower.rs` rule for rule (`via_smem`, `stage`, `dot`, the full
+//! These functions mirror the lowering (`tile-codegen`'s `lower/`) rule for rule (`via_smem`, `stage`, `dot`, the full
 //! reduction's per-warp partials, and `need_smem`'s rounding to 16 bytes); the test
 //! `estimate_matches_lowering` in `tests/suite/optimizer.rs` compares them with `compile` on
 //! every example and candidate, so a change to the lowering that forgets this file fails there.
@@ -72,7 +72,7 @@ pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
                 let (a, b) = (src(), k.ty(op.operands[1]));
                 want((a.numel() + b.numel()) as u32 * smem_size(a.elem));
             }
-            // As many outputs as `lower::reduce` reduces block-wide (FEW): one slot per warp each, twice.
+            // As many outputs as the lowering's block reduction reduces block-wide (FEW): one slot per warp each, twice.
             OpKind::Reduce { .. }
                 if res().numel() == 1
                     || (res().numel() <= 8
@@ -80,7 +80,7 @@ pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
             {
                 let warps = threads / 32;
                 if warps > 1 {
-                    // Two slot arrays, used alternately (see `lower::reduce`).
+                    // Two slot arrays, used alternately (see the lowering's block reduction).
                     want(2 * warps * 8 * res().numel() as u32);
                 }
             }

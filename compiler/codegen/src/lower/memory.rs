@@ -102,6 +102,11 @@ impl<'c> Lowering<'c, '_> {
         while w > 1 && !(p.contiguity >= w && p.divisibility >= w * bytes && m >= w) {
             w /= 2;
         }
+        // Masked sub-word elements travel packed into whole 32-bit words: a width that does not
+        // fill one (two bytes, one short) goes one element at a time.
+        if mask.is_some() && w > 1 && w * bytes < 4 {
+            return 1;
+        }
         w as usize
     }
 
