@@ -126,6 +126,13 @@ impl Program {
     }
 }
 
+/// Where the JIT looks for the tuner's cached winners: this GPU and the cache directory.
+pub(crate) struct TunedOn<'a> {
+    pub gpu_name: &'a str,
+    pub compute_capability: (i32, i32),
+    pub cache_dir: &'a Path,
+}
+
 /// One kernel with one binding of its compile-time parameters, ready to be specialised: what a
 /// JIT kernel handle holds. Its key covers everything but the specialisation.
 pub(crate) struct Plan {
@@ -174,17 +181,30 @@ pub(crate) fn plan(
     bindings: &Bindings,
     num_warps: Option<u32>,
     target: &Target,
+    tuned: Option<&TunedOn<'_>>,
 ) -> Result<Plan, JitError> {
     // The driver's pipeline up to the tile IR: unbound compile-time values, warps and stages
-    // are the static model's choice (as `tilec compile` makes it).
+    // are the tuner's cached winner on this GPU when there is one, else the static model's
+    // choice (as `tilec compile` makes it).
     let src = program.source(name)?;
+    let pins = Pins {
+        consts: bindings.clone(),
+        num_warps,
+        num_stages: None,
+    };
+    let winner = tuned.and_then(|t| {
+        crate::tune::cached_winner(
+            &program.text,
+            name,
+            &pins,
+            (t.gpu_name, t.compute_capability),
+            target,
+            t.cache_dir,
+        )
+    });
     let req = Request {
-        pins: Pins {
-            consts: bindings.clone(),
-            num_warps,
-            num_stages: None,
-        },
-        config: ConfigSource::Model(None),
+        pins,
+        config: winner.map_or(ConfigSource::Model(None), ConfigSource::Given),
         ..Request::new(name, target.clone())
     };
     let c = tile_driver::compile(src, &req, Stage::Ir).map_err(|e| program.driver_error(name, e))?;
@@ -311,7 +331,7 @@ pub fn jit_ptx(
     spec: &[ArgSpec],
 ) -> Result<String, JitError> {
     let program = Program::load(source)?;
-    let plan = plan(&program, name, &to_bindings(bindings), opts.num_warps, target)?;
+    let plan = plan(&program, name, &to_bindings(bindings), opts.num_warps, target, None)?;
     Ok(build(&plan, spec, None, None)?.1.ptx)
 }
 
@@ -402,18 +422,18 @@ mod tests {
 
     #[test]
     fn plan_reads_the_signature_and_default_warps() {
-        let p = plan(&program(), "vector_add", &block(1024), None, &target()).unwrap();
+        let p = plan(&program(), "vector_add", &block(1024), None, &target(), None).unwrap();
         let sig: Vec<String> = p.params.iter().map(|p| p.to_string()).collect();
         assert_eq!(sig, ["x: *f32", "y: *f32", "out: *mut f32", "n: i32"]);
         assert_eq!(p.num_warps, 4);
-        let p8 = plan(&program(), "vector_add", &block(1024), Some(8), &target()).unwrap();
+        let p8 = plan(&program(), "vector_add", &block(1024), Some(8), &target(), None).unwrap();
         assert_eq!(p8.num_warps, 8);
         assert_ne!(p.base_key, p8.base_key);
     }
 
     #[test]
     fn check_errors_are_rendered_with_the_source() {
-        let e = plan(&program(), "vector_add", &block(100), None, &target())
+        let e = plan(&program(), "vector_add", &block(100), None, &target(), None)
             .err()
             .unwrap();
         let msg = e.to_string();
@@ -423,7 +443,9 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("BLOCK"), "{msg}");
-        let e = plan(&program(), "nope", &block(256), None, &target()).err().unwrap();
+        let e = plan(&program(), "nope", &block(256), None, &target(), None)
+            .err()
+            .unwrap();
         assert!(
             e.to_string()
                 .contains("no kernel named `nope`; this file has vector_add"),
@@ -434,7 +456,7 @@ mod tests {
             text: "kernel k( {".into(),
         })
         .unwrap();
-        let e = plan(&bad, "k", &vec![], None, &target()).err().unwrap();
+        let e = plan(&bad, "k", &vec![], None, &target(), None).err().unwrap();
         assert!(
             e.to_string().starts_with("bad.tile: kernel `k` does not compile:"),
             "{e}"
@@ -452,7 +474,7 @@ mod tests {
     fn build_compiles_then_hits_the_disk_cache_then_recovers_from_corruption() {
         let dir = TempDir::new("build");
         let cache = DiskCache::new(&dir.0);
-        let p = plan(&program(), "vector_add", &block(1024), None, &target()).unwrap();
+        let p = plan(&program(), "vector_add", &block(1024), None, &target(), None).unwrap();
         let (key, first, origin, report) = build(&p, &spec(), Some(&cache), None).unwrap();
         assert_eq!((origin, report), (Origin::Compiled, BuildReport::default()));
         assert!(first.ptx.contains(".entry vector_add"), "{}", first.ptx);
@@ -461,7 +483,7 @@ mod tests {
         assert_eq!(first.cubin, None);
 
         // A second process (a fresh plan of the same source) reads what the first stored.
-        let p2 = plan(&program(), "vector_add", &block(1024), None, &target()).unwrap();
+        let p2 = plan(&program(), "vector_add", &block(1024), None, &target(), None).unwrap();
         let (key2, second, origin, _) = build(&p2, &spec(), Some(&cache), None).unwrap();
         assert_eq!((key2, origin), (key, Origin::DiskCache));
         assert_eq!(second, first);
@@ -489,7 +511,7 @@ mod tests {
         // A file where the cache directory should be.
         let blocker = dir.0.join("cache");
         std::fs::write(&blocker, "not a directory").unwrap();
-        let p = plan(&program(), "vector_add", &block(256), None, &target()).unwrap();
+        let p = plan(&program(), "vector_add", &block(256), None, &target(), None).unwrap();
         let (_, e, origin, report) = build(&p, &spec(), Some(&DiskCache::new(&blocker)), None).unwrap();
         assert_eq!(origin, Origin::Compiled);
         assert!(!e.ptx.is_empty());
@@ -504,7 +526,7 @@ mod tests {
         };
         let dir = TempDir::new("cubin");
         let cache = DiskCache::new(&dir.0);
-        let p = plan(&program(), "vector_add", &block(512), None, &target()).unwrap();
+        let p = plan(&program(), "vector_add", &block(512), None, &target(), None).unwrap();
         let (_, e, _, _) = build(&p, &spec(), Some(&cache), Some(&ptxas)).unwrap();
         let cubin = e.cubin.clone().expect("a cubin");
         assert_eq!(&cubin[..4], b"\x7fELF");
@@ -516,7 +538,7 @@ mod tests {
     fn the_gpu_tests_mixed_kernel_compiles() {
         // tests/gpu.rs runs it on a GPU; make sure here that it checks and compiles.
         let mixed = Program::load(Source::Static(include_str!("../tests/kernels/mixed.tile"))).unwrap();
-        let p = plan(&mixed, "mixed", &vec![], None, &target()).unwrap();
+        let p = plan(&mixed, "mixed", &vec![], None, &target(), None).unwrap();
         let sig: Vec<String> = p.params.iter().map(|p| p.to_string()).collect();
         assert_eq!(
             sig,
@@ -547,5 +569,80 @@ mod tests {
         assert!(!cubin_runs_on("sm_80", (9, 0)));
         assert!(!cubin_runs_on("sm_90", (10, 0)));
         assert!(cubin_runs_on("sm_90a", (9, 0)));
+    }
+
+    #[test]
+    fn a_cached_tuned_winner_replaces_the_models_choice_on_its_gpu() {
+        use crate::tune::{self, Problem, TuneCache, TuneEntry, TuneKeyParts, TuneRequest};
+        let dir = TempDir::new("tuned-winner");
+        let gpu = ("Test GPU", (9, 0));
+        // Store a winner as `tilec tune` would, for the largest bench case (n = 2^28).
+        let src = tile_driver::Source::parse("vector_add.tile", VECTOR_ADD).unwrap();
+        let (specs, _) = tile_lang::spec::parse_specs(&src.ast);
+        let cases = tile_lang::spec::bench_cases(&specs[0]).unwrap();
+        let case = cases.iter().max_by_key(|c| c.sizes[0].1).unwrap();
+        let req = TuneRequest {
+            source: VECTOR_ADD,
+            kernel: "vector_add",
+            pins: Pins::default(),
+            problem: Problem::Case { spec: &specs[0], case },
+        };
+        let (_, key_pins) = tune::plan_choice(&req, &target()).unwrap();
+        let key = tune::tune_key(&TuneKeyParts {
+            source: VECTOR_ADD,
+            kernel: "vector_add",
+            pins: &key_pins,
+            bucket: &tune::shape_bucket(&case.sizes),
+            gpu_name: gpu.0,
+            compute_capability: gpu.1,
+            target_sm: target().sm,
+            compiler_version: cache::COMPILER_VERSION,
+        });
+        let winner = tile_driver::Config {
+            consts: block(256),
+            num_warps: 2,
+            num_stages: 1,
+        };
+        let entry = TuneEntry {
+            kernel: "vector_add".into(),
+            config: winner.clone(),
+            median_ms: 1.0,
+            gpu: "Test GPU (9.0)".into(),
+            bucket: String::new(),
+        };
+        TuneCache::new(&dir.0).store(&key, &entry).unwrap();
+        let on = |name| TunedOn {
+            gpu_name: name,
+            compute_capability: gpu.1,
+            cache_dir: &dir.0,
+        };
+        let p = plan(&program(), "vector_add", &vec![], None, &target(), Some(&on(gpu.0))).unwrap();
+        assert_eq!((p.kernel.consts.clone(), p.num_warps), (winner.consts.clone(), 2));
+        // Another GPU, or a binding the winner does not agree with: the model chooses.
+        let model = plan(&program(), "vector_add", &vec![], None, &target(), None).unwrap();
+        assert_ne!(
+            (model.kernel.consts.clone(), model.num_warps),
+            (winner.consts.clone(), 2)
+        );
+        let other = plan(
+            &program(),
+            "vector_add",
+            &vec![],
+            None,
+            &target(),
+            Some(&on("Other GPU")),
+        )
+        .unwrap();
+        assert_eq!(other.base_key, model.base_key);
+        let bound = plan(
+            &program(),
+            "vector_add",
+            &block(1024),
+            None,
+            &target(),
+            Some(&on(gpu.0)),
+        )
+        .unwrap();
+        assert_eq!(bound.kernel.consts, block(1024));
     }
 }

@@ -46,7 +46,7 @@ impl Default for JitOptions {
 /// Per-kernel choices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelOptions {
-    /// Warps per block; `None`: the static model's choice (as `tilec compile` makes it).
+    /// Warps per block; `None`: the tuner's cached winner, else the static model's choice.
     pub num_warps: Option<u32>,
 }
 
@@ -206,7 +206,14 @@ impl Jit {
                 inner: k.clone(),
             });
         }
-        let plan = compile::plan(&j.program, name, &bindings, opts.num_warps, &j.target)?;
+        // The tuner keeps its winners beside the kernels, in the disk cache's directory.
+        let gpu_name = j.gpu.name();
+        let tuned = j.cache.as_ref().map(|c| compile::TunedOn {
+            gpu_name: &gpu_name,
+            compute_capability: j.compute_capability,
+            cache_dir: c.dir(),
+        });
+        let plan = compile::plan(&j.program, name, &bindings, opts.num_warps, &j.target, tuned.as_ref())?;
         let inner = lock(&j.kernels)
             .entry(pk)
             .or_insert_with(|| {
@@ -304,8 +311,9 @@ impl JitKernel {
         self.inner.plan.num_stages
     }
 
-    /// Every compile-time value the kernel was compiled with: the bindings given, and the
-    /// static model's choice for the rest (read `BLOCK` here to size the grid).
+    /// Every compile-time value the kernel was compiled with: the bindings given, and for the
+    /// rest the tuner's cached winner on this GPU if `tilec tune` or `tilec bench` left one in
+    /// the cache directory, else the static model's choice (read `BLOCK` here to size the grid).
     pub fn consts(&self) -> &[(String, ConstValue)] {
         &self.inner.plan.kernel.consts
     }

@@ -472,6 +472,62 @@ pub fn plan_choice(req: &TuneRequest<'_>, target: &Target) -> Result<(Choice, Pi
     Ok((choice, pins))
 }
 
+/// The winner `tilec tune` or `tilec bench` cached for `kernel` of `source` on this GPU, if any:
+/// the kernel's largest `bench(..)` cases whose compile-time values agree with `pins` are the
+/// problems the static model chooses for; the first of them with a cached winner that honours the
+/// pins gives it. The JIT compiles it in place of the model's choice.
+pub fn cached_winner(
+    source: &str,
+    kernel: &str,
+    pins: &Pins,
+    (gpu_name, compute_capability): (&str, (i32, i32)),
+    target: &Target,
+    cache_dir: &Path,
+) -> Option<Config> {
+    let file = syntax::parse(source).ok()?;
+    let (specs, _) = spec::parse_specs(&file);
+    let cache = TuneCache::new(cache_dir);
+    let agrees = |consts: &[(String, ConstValue)]| {
+        consts
+            .iter()
+            .all(|(n, v)| pins.consts.iter().all(|(pn, pv)| pn != n || pv == v))
+    };
+    for s in specs.iter().filter(|s| s.kernel == kernel && !s.bench.is_empty()) {
+        let cases = spec::bench_cases(s).ok()?;
+        let size = |c: &Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
+        let max = cases.iter().map(size).fold(0.0, f64::max);
+        for case in cases.iter().filter(|c| size(c) == max && agrees(&c.consts)) {
+            let req = TuneRequest {
+                source,
+                kernel,
+                pins: pins.clone(),
+                problem: Problem::Case { spec: s, case },
+            };
+            let Ok((_, key_pins)) = plan_choice(&req, target) else {
+                continue;
+            };
+            let key = tune_key(&TuneKeyParts {
+                source,
+                kernel,
+                pins: &key_pins,
+                bucket: &shape_bucket(&case.sizes),
+                gpu_name,
+                compute_capability,
+                target_sm: target.sm,
+                compiler_version: COMPILER_VERSION,
+            });
+            if let TuneLookup::Hit(e) = cache.load(&key)
+                && agrees(&e.config.consts)
+                && pins.num_warps.is_none_or(|w| w == e.config.num_warps)
+                && pins.num_stages.is_none_or(|st| st == e.config.num_stages)
+            {
+                return Some(e.config);
+            }
+        }
+    }
+    None
+}
+
 /// `n=16384 m=8192`
 pub fn sizes_label(sizes: &[(String, i64)]) -> String {
     sizes
