@@ -250,7 +250,10 @@ fn input_that_is_not_text_gets_its_position_and_exit_1() {
     std::fs::write(&f, b"kernel k() {\n  let x = 1; // caf\xc3\xa9 \xff\n}\n").unwrap();
     let (code, _, err) = tilec(&["check", f.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("k.tile:2:22: not UTF-8 text: byte 0xff at offset 35"), "{err}");
+    assert!(
+        err.contains("k.tile:2:22: not UTF-8 text: byte 0xff at offset 35"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -282,6 +285,9 @@ fn generator_bounds_may_name_sizes_and_must_be_a_range() {
     std::fs::write(&f, src("V, 3")).unwrap();
     let (code, out, _) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("`randint` needs integers lo < hi; got lo = 7, hi = 3"), "{out}");
+    assert!(
+        out.contains("`randint` needs integers lo < hi; got lo = 7, hi = 3"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

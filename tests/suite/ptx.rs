@@ -414,11 +414,11 @@ fn jit_and_tilec_compile_produce_identical_ptx() {
                 problems.push(format!("{file}: `{kernel}`: tilec compile failed: {err}"));
                 continue;
             }
-            let source = tile_runtime::Source::Text {
+            let source = tile_jit::Source::Text {
                 name: file.clone(),
                 text: text.clone(),
             };
-            match tile_runtime::jit_ptx(source, &kernel, &[], &Default::default(), &target, &[]) {
+            match tile_jit::jit_ptx(source, &kernel, &[], &Default::default(), &target, &[]) {
                 Ok(jit) if jit == tilec_ptx => compared += 1,
                 Ok(_) => problems.push(format!(
                     "{file}: `{kernel}`: the JIT's PTX differs from tilec compile's"

@@ -16,8 +16,8 @@ mod lower;
 pub mod ptxas;
 
 // Targets, layouts and the resource estimate are GPU-free data the optimizer reads too.
-pub use tile_gir::{TARGETS, Target, UnknownTarget, estimate, target};
 use tile_gir::layout;
+pub use tile_gir::{TARGETS, Target, UnknownTarget, estimate, target};
 
 use inkwell::OptimizationLevel;
 use inkwell::context::Context;

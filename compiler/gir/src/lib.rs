@@ -80,4 +80,3 @@ pub fn target(sm: &str) -> Result<Target, UnknownTarget> {
             known: TARGETS.iter().map(|t| t.sm).collect::<Vec<_>>().join(", "),
         })
 }
-

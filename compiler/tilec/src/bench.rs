@@ -10,12 +10,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use tile_jit::tune::{self, Problem, TuneOptions, TuneRequest};
+use tile_jit::{Gpu, TimingOptions};
 use tile_lang::check;
 use tile_lang::ir::{ConstValue, Elem, Kernel};
 use tile_lang::spec::{self, Init, PlanArg};
 use tile_opt::config::{Config, Pins};
-use tile_runtime::tune::{self, Problem, TuneOptions, TuneRequest};
-use tile_runtime::{Gpu, TimingOptions};
 
 use crate::{GpuBackend, check_source, read};
 
@@ -259,7 +259,7 @@ fn bench_case(
             bytes += (reads + writes) * (n * dtype.bytes()) as f64;
         }
     }
-    let args = tile_runtime::plan_args(&plan.args, &bufs);
+    let args = tile_jit::plan_args(&plan.args, &bufs);
     let t = g.gpu.time_kernel(
         &f,
         plan.grid,

@@ -282,7 +282,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                 config,
                 top_k,
                 rewrite: opt.options(),
-                timing: tile_runtime::TimingOptions {
+                timing: tile_jit::TimingOptions {
                     runs,
                     ..Default::default()
                 },
@@ -414,7 +414,11 @@ pub fn check_source(text: &str, bindings: &Bindings) -> Checked {
                     .label("unknown reference")
                     .note(format!(
                         "known references: {}",
-                        tile_examples::REFERENCES.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")
+                        tile_examples::REFERENCES
+                            .iter()
+                            .map(|r| r.0)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ))
                     .help("leave `reference(..)` out to compare the GPU with the interpreter only"),
             );
@@ -733,7 +737,7 @@ pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>
 
 /// Opens GPU 0 for `sm` and says which GPU it is.
 fn gpu_backend(sm: &str, out: &mut dyn Write) -> anyhow::Result<GpuBackend> {
-    let gpu = tile_runtime::Gpu::new(0)
+    let gpu = tile_jit::Gpu::new(0)
         .map_err(|e| anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead"))?;
     let target = tile_driver::target(sm)?;
     writeln!(
@@ -752,7 +756,7 @@ fn gpu_backend(sm: &str, out: &mut dyn Write) -> anyhow::Result<GpuBackend> {
 
 /// Where the GPU runs: the device and how to compile for it.
 pub struct GpuBackend {
-    pub gpu: tile_runtime::Gpu,
+    pub gpu: tile_jit::Gpu,
     pub target: tile_driver::Target,
     pub ptxas: Option<PathBuf>,
 }
@@ -780,7 +784,10 @@ pub fn verify(
     let mut results = Vec::new();
     for s in &c.specs {
         // check_source reported unknown references.
-        let reference = s.reference.as_ref().and_then(|(name, _)| tile_examples::reference(name));
+        let reference = s
+            .reference
+            .as_ref()
+            .and_then(|(name, _)| tile_examples::reference(name));
         for (i, case) in spec::cases(s).map_err(|d| vec![d])?.iter().enumerate() {
             let started = Instant::now();
             let mut r = CaseResult {
@@ -916,7 +923,7 @@ fn run_on_gpu(
     p: &spec::Prepared,
     initial: Vec<interp::Buffer>,
 ) -> Result<Vec<interp::Buffer>, String> {
-    use tile_runtime::KernelArg;
+    use tile_jit::KernelArg;
     // Specialise as a launch would: integers by value, buffers as the driver allocates them
     // (aligned to at least 256 bytes).
     let specialization = p
@@ -934,7 +941,7 @@ fn run_on_gpu(
         num_stages: config.num_stages,
         specialization,
     };
-    let (c, f) = tile_runtime::tune::build(&g.gpu, kernel, &opts, g.ptxas.as_deref()).map_err(|e| e.to_string())?;
+    let (c, f) = tile_jit::tune::build(&g.gpu, kernel, &opts, g.ptxas.as_deref()).map_err(|e| e.to_string())?;
     let dev: Vec<_> = initial
         .iter()
         .map(|b| g.gpu.upload(&to_bytes(b)))
@@ -944,7 +951,7 @@ fn run_on_gpu(
     for (param, a) in kernel.params.iter().zip(&p.args) {
         args.push(match (a, param.elem) {
             (interp::Arg::Buffer(i), _) => KernelArg::Buffer(&dev[*i]),
-            (interp::Arg::Scalar(v), tile_lang::ir::Elem::Scalar(d)) => tile_runtime::scalar_arg(d, *v),
+            (interp::Arg::Scalar(v), tile_lang::ir::Elem::Scalar(d)) => tile_jit::scalar_arg(d, *v),
             _ => {
                 return Err(format!("argument for `{}` does not match its type", param.name));
             }

@@ -1,5 +1,5 @@
 //! `tilec tune FILE`: for each run spec with `bench(..)` sizes, tunes its kernel on the largest
-//! bench case (each of its constant sets, e.g. one per dtype) with `tile_runtime::tune`: the
+//! bench case (each of its constant sets, e.g. one per dtype) with `tile_jit::tune`: the
 //! model's choice and its time, each timed candidate, the winner (cached on disk). With
 //! `--all-candidates` every feasible candidate is timed (the exhaustive sweep docs/optimizer.md
 //! compares the static choice with) and a summary line per case is printed.
@@ -7,11 +7,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use tile_jit::tune::{self, Problem, TuneOptions, TuneRequest, Tuned};
+use tile_jit::{Gpu, TimingOptions};
 use tile_lang::codespan_reporting::term::termcolor::WriteColor;
 use tile_lang::{diag, spec, syntax};
 use tile_opt::config::Pins;
-use tile_runtime::tune::{self, Problem, TuneOptions, TuneRequest, Tuned};
-use tile_runtime::{Gpu, TimingOptions};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct TuneArgs {

@@ -9,8 +9,8 @@
 
 use std::fmt;
 
-use crate::ir::*;
 pub use crate::ir::scalar::{self, Scalar};
+use crate::ir::*;
 
 /// A host buffer a kernel's pointer parameters point into.
 #[derive(Clone, Debug, PartialEq)]

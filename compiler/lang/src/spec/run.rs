@@ -10,8 +10,8 @@ use rand_distr::StandardNormal;
 use super::{ArgSpec, ConstSpec, Init, Num, RunSpec, eval};
 use crate::diag::Diagnostic;
 use crate::interp::{Arg, Buffer};
-use crate::ir::{Scalar, scalar};
 use crate::ir::{ConstValue, DType, Elem, Kernel};
+use crate::ir::{Scalar, scalar};
 
 /// One combination of sizes and compile-time values.
 #[derive(Clone, Debug, PartialEq)]

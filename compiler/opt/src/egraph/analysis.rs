@@ -3,8 +3,8 @@
 //! element semantics (`ir::scalar`), so a folded value is bit for bit what the op computes.
 
 use egg::{Analysis, DidMerge, EGraph, Id};
-use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::{DType, OpKind, Type};
+use tile_lang::ir::{Scalar, scalar};
 
 use super::lang::{Konst, NodeClass, TileLang};
 

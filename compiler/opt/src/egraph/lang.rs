@@ -8,8 +8,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use egg::{Id, define_language};
-use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::{BinaryOp, CmpOp, DType, Elem, Type, UnaryOp};
+use tile_lang::ir::{Scalar, scalar};
 
 define_language! {
     pub enum TileLang {

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use tile_lang::interp::{self, Arg, Buffer};
-use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::{DType, Elem, Kernel, parse_kernel};
+use tile_lang::ir::{Scalar, scalar};
 
 use super::{OptOptions, optimize};
 

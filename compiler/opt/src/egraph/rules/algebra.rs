@@ -3,8 +3,8 @@
 //! interpreter's element semantics. All exact except `fma-contract` (fast-math).
 
 use egg::rewrite as rw;
-use tile_lang::ir::Scalar;
 use tile_lang::ir::DType;
+use tile_lang::ir::Scalar;
 
 use super::*;
 

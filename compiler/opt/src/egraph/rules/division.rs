@@ -4,8 +4,8 @@
 //! division per row instead of one per element), the rule is fast-math.
 
 use egg::rewrite as rw;
-use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::DType;
+use tile_lang::ir::{Scalar, scalar};
 
 use super::*;
 

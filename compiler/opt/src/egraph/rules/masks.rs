@@ -3,8 +3,8 @@
 //! `!(a < b)` differ from `a >= b`). All exact.
 
 use egg::rewrite as rw;
-use tile_lang::ir::Scalar;
 use tile_lang::ir::DType;
+use tile_lang::ir::Scalar;
 
 use super::*;
 

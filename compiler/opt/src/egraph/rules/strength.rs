@@ -4,8 +4,8 @@
 //! where `>>` rounds down, so signed division is left alone.
 
 use egg::rewrite as rw;
-use tile_lang::ir::{Scalar, scalar};
 use tile_lang::ir::DType;
+use tile_lang::ir::{Scalar, scalar};
 
 use super::*;
 

@@ -1,15 +1,15 @@
 //! The JIT and the runtime on a real GPU. Ignored by default (CI has no GPU); run on the GPU
-//! host with `cargo test --release -p tile-runtime -- --ignored`, or the built test binary with
+//! host with `cargo test --release -p tile-jit -- --ignored`, or the built test binary with
 //! `--ignored`.
 
 use std::path::PathBuf;
 
-use tile_runtime::half::{bf16, f16};
-use tile_runtime::{
+use tile_jit::half::{bf16, f16};
+use tile_jit::{
     Arg, ArgError, ConstValue, DeviceTensor, Gpu, Image, Jit, JitError, JitOptions, KernelArg, Origin, Source,
 };
 
-const VECTOR_ADD: &str = include_str!("../../dsl-examples/vector_add.tile");
+const VECTOR_ADD: &str = include_str!("../../../dsl-examples/vector_add.tile");
 
 const MIXED: &str = include_str!("kernels/mixed.tile");
 
@@ -257,7 +257,7 @@ fn async_launches_run_in_order() {
 #[ignore = "needs a CUDA GPU"]
 fn tensors_round_trip_every_host_type() {
     let g = gpu();
-    fn rt<T: tile_runtime::Element + PartialEq + std::fmt::Debug>(g: &Gpu, v: &[T]) {
+    fn rt<T: tile_jit::Element + PartialEq + std::fmt::Debug>(g: &Gpu, v: &[T]) {
         let t = DeviceTensor::upload(g, v).unwrap();
         assert_eq!((t.len(), t.dtype()), (v.len(), T::DTYPE));
         assert_eq!(t.download().unwrap(), v);

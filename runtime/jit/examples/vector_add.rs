@@ -2,7 +2,7 @@
 //! checks the sum on the host and prints OK.
 //!
 //! ```text
-//! cargo run --release -p tile-runtime --example vector_add
+//! cargo run --release -p tile-jit --example vector_add
 //! ```
 //!
 //! Without a GPU (or its driver) it says so and exits with status 1; a wrong sum exits with 2.
@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tile_runtime::{Arg, ConstValue, DeviceTensor, Gpu, Jit, JitOptions, Origin, Source};
+use tile_jit::{Arg, ConstValue, DeviceTensor, Gpu, Jit, JitOptions, Origin, Source};
 
 const N: usize = 1 << 24;
 const BLOCK: u32 = 1024;
@@ -36,7 +36,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let gpu = Gpu::new(0)?;
     let jit = Jit::new(
         &gpu,
-        Source::Static(include_str!("../../dsl-examples/vector_add.tile")),
+        Source::Static(include_str!("../../../dsl-examples/vector_add.tile")),
         JitOptions::default(),
     )?;
     println!(

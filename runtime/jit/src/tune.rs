@@ -26,8 +26,8 @@ use tile_lang::syntax::{self, ast};
 use tile_opt::config::{self, Choice, Config, ConfigError, Pins, TargetDesc};
 
 use crate::cache::{self, COMPILER_VERSION, write_atomic};
-use tile_gpu::TimingOptions;
-use tile_gpu::{DeviceBuffer, Gpu, Image, KernelArg, RuntimeError};
+use tile_runtime::TimingOptions;
+use tile_runtime::{DeviceBuffer, Gpu, Image, KernelArg, RuntimeError};
 
 /// Bump when the entry layout or the key's meaning changes: part of every key.
 pub const TUNE_FORMAT: u32 = 2;
@@ -705,12 +705,15 @@ pub fn build(
     kernel: &Kernel,
     opts: &tile_driver::CompileOptions,
     ptxas: Option<&Path>,
-) -> Result<(tile_driver::Compiled, tile_gpu::Function), BuildError> {
+) -> Result<(tile_driver::Compiled, tile_runtime::Function), BuildError> {
     load(gpu, tile_driver::lower(kernel, opts, ptxas)?)
 }
 
 /// Loads what the driver's back half produced: the cubin when there is one, else the PTX.
-fn load(gpu: &Gpu, lowered: tile_driver::Lowered) -> Result<(tile_driver::Compiled, tile_gpu::Function), BuildError> {
+fn load(
+    gpu: &Gpu,
+    lowered: tile_driver::Lowered,
+) -> Result<(tile_driver::Compiled, tile_runtime::Function), BuildError> {
     let compiled = lowered.compiled;
     let image = match &lowered.cubin {
         Some((b, _)) => Image::Cubin(b),
@@ -828,7 +831,7 @@ mod tests {
     use super::*;
     use crate::cache::tests::TempDir;
 
-    const SRC: &str = include_str!("../../dsl-examples/vector_add.tile");
+    const SRC: &str = include_str!("../../../dsl-examples/vector_add.tile");
 
     fn pins() -> Pins {
         Pins {

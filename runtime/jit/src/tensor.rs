@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use half::{bf16, f16};
 use tile_lang::ir::DType;
 
-use tile_gpu::{DeviceBuffer, Gpu, RuntimeError};
+use tile_runtime::{DeviceBuffer, Gpu, RuntimeError};
 
 mod sealed {
     pub trait Sealed {}

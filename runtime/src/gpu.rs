@@ -1,6 +1,6 @@
 //! The GPU: one context and one stream, modules loaded from PTX or cubin, byte buffers and
 //! launches. Everything that touches the driver goes through this crate (typed tensors in
-//! `tile-runtime` through [`Gpu::stream`]).
+//! `tile-jit` through [`Gpu::stream`]).
 
 use std::ffi::c_void;
 use std::sync::Arc;

@@ -17,7 +17,7 @@ use tile_lang::ir::ConstValue;
 use crate::args::{self, Arg, MAX_PARAMS, ParamSig};
 use crate::cache::{CacheKey, DiskCache};
 use crate::compile::{self, JitError, Origin, Plan, Program, Source};
-use tile_gpu::{Function, Gpu, Image};
+use tile_runtime::{Function, Gpu, Image};
 
 /// How a [`Jit`] compiles and caches. `JitOptions::default()` reads the environment: the disk
 /// cache's location (see [`default_cache_dir`](crate::cache::default_cache_dir)) and ptxas
@@ -117,7 +117,7 @@ impl LoadedKernel {
     }
     /// The driver's handle, for launching through the driver API directly (benchmarks,
     /// interop); valid while the [`Jit`] lives.
-    pub fn cu_function(&self) -> tile_gpu::CuFunction {
+    pub fn cu_function(&self) -> tile_runtime::CuFunction {
         self.0.func.cu_function()
     }
 }

@@ -22,7 +22,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dirs = [
         root.join("compiler/lang/src"),
         root.join("compiler/opt/src"),

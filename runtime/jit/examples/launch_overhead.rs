@@ -3,7 +3,7 @@
 //! fresh process with a warm disk cache, and a warm handle.
 //!
 //! ```text
-//! cargo run --release -p tile-runtime --example launch_overhead
+//! cargo run --release -p tile-jit --example launch_overhead
 //! ```
 //!
 //! The kernel is `vector_add` on one element with one program, so the GPU has almost nothing to
@@ -26,9 +26,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use tile_runtime::{Arg, ConstValue, DeviceTensor, Gpu, Image, Jit, JitOptions, KernelArg, Origin, Source};
+use tile_jit::{Arg, ConstValue, DeviceTensor, Gpu, Image, Jit, JitOptions, KernelArg, Origin, Source};
 
-const SOURCE: &str = include_str!("../../dsl-examples/vector_add.tile");
+const SOURCE: &str = include_str!("../../../dsl-examples/vector_add.tile");
 const BLOCK: i64 = 256;
 const LAUNCHES: usize = 10_000;
 const WARMUP: usize = 1_000;

@@ -55,7 +55,7 @@ pub enum JitError {
     #[error(transparent)]
     Arg(#[from] crate::args::ArgError),
     #[error(transparent)]
-    Runtime(#[from] tile_gpu::RuntimeError),
+    Runtime(#[from] tile_runtime::RuntimeError),
 }
 
 /// A source text, parsed on first use.
@@ -393,7 +393,7 @@ mod tests {
     use super::*;
     use crate::cache::tests::TempDir;
 
-    const VECTOR_ADD: &str = include_str!("../../dsl-examples/vector_add.tile");
+    const VECTOR_ADD: &str = include_str!("../../../dsl-examples/vector_add.tile");
 
     fn program() -> Program {
         Program::load(Source::Text {

@@ -9,7 +9,7 @@ use half::{bf16, f16};
 use tile_driver::ArgSpec;
 use tile_lang::ir::{DType, Elem};
 
-use tile_gpu::{DeviceBuffer, KernelArg};
+use tile_runtime::{DeviceBuffer, KernelArg};
 
 use crate::tensor::{DeviceTensor, Element, host_type};
 
