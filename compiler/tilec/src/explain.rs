@@ -62,13 +62,28 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
     let e = best.estimate.as_ref().expect("the chosen candidate has an estimate");
     writeln!(out, "kernel {} on {}", c.kernel, t.target.sm)?;
     writeln!(out, "problem: {}", c.problem)?;
+    // What varies among the candidates: the tuned compile-time values, and warps and stages
+    // when they take more than one value.
+    let varies = |f: fn(&Candidate) -> u32| {
+        let mut v: Vec<u32> = c.candidates.iter().map(f).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len() > 1
+    };
+    let mut tuned = c.tuned.clone();
+    if varies(|x| x.config.num_warps) {
+        tuned.push("warps".into());
+    }
+    if varies(|x| x.config.num_stages) {
+        tuned.push("stages".into());
+    }
     writeln!(
         out,
         "tuned: {}",
-        if c.tuned.is_empty() {
+        if tuned.is_empty() {
             "nothing (every value fixed)".to_string()
         } else {
-            c.tuned.join(", ")
+            tuned.join(", ")
         }
     )?;
     writeln!(out, "chosen: {}", best.config)?;
