@@ -291,3 +291,36 @@ fn generator_bounds_may_name_sizes_and_must_be_a_range() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn every_path_refuses_a_file_with_two_kernels_of_one_name() {
+    let dir = temp_dir("duplicate");
+    let f = dir.join("k.tile");
+    let src =
+        "kernel k(out: *mut f32) {\n    store(out, 1.0);\n}\n\nkernel k(out: *mut f32) {\n    store(out, 2.0);\n}\n";
+    std::fs::write(&f, src).unwrap();
+    let path = f.to_str().unwrap();
+    for args in [
+        vec!["check", path],
+        vec!["compile", path, "--emit", "ptx"],
+        vec!["explain", path],
+    ] {
+        let (code, _, err) = tilec(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains("`k` is defined twice"), "{args:?}: {err}");
+    }
+    let jit = tile_jit::jit_ptx(
+        tile_jit::Source::Text {
+            name: "k.tile".into(),
+            text: src.into(),
+        },
+        "k",
+        &[],
+        &Default::default(),
+        &tile_driver::target("sm_90a").unwrap(),
+        &[],
+    );
+    let e = jit.err().expect("the JIT refuses it too").to_string();
+    assert!(e.contains("`k` is defined twice"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -41,10 +41,16 @@ pub struct Source {
 }
 
 impl Source {
+    /// Parses `text` and runs the file-level checks (names defined twice, attributes on helpers).
     pub fn parse(name: impl Into<String>, text: impl Into<String>) -> Result<Source, DriverError> {
         let (name, text) = (name.into(), text.into());
         let started = Instant::now();
         let ast = syntax::parse(&text).map_err(DriverError::Parse)?;
+        // File-level mistakes (two kernels named `k`) stop every command and the JIT alike.
+        let items = check::item_diagnostics(&ast);
+        if !items.is_empty() {
+            return Err(DriverError::Parse(items));
+        }
         Ok(Source {
             name,
             text,
@@ -177,7 +183,7 @@ impl Compilation {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
-    #[error("the file does not parse ({} diagnostic(s))", .0.len())]
+    #[error("the file does not parse or check as a whole ({} diagnostic(s))", .0.len())]
     Parse(Vec<Diagnostic>),
     #[error("kernel `{kernel}` does not check ({} diagnostic(s))", diags.len())]
     Check { kernel: String, diags: Vec<Diagnostic> },

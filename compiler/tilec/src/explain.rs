@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::path::Path;
 
+use tile_lang::check;
 use tile_lang::codespan_reporting::term::termcolor::WriteColor;
-use tile_lang::{check, diag, syntax};
 use tile_opt::config::{self, Candidate, Pins, TargetDesc};
 
 pub(crate) fn cmd_explain(
@@ -25,24 +25,20 @@ pub(crate) fn cmd_explain(
     let target = tile_driver::target(sm)?;
     let desc = TargetDesc::for_target(&target)
         .ok_or_else(|| anyhow::anyhow!("the cost model has no figures for {}; use --sm 90 or 90a", target.sm))?;
-    let src = super::read(file)?;
-    let ast = match syntax::parse(&src.text) {
-        Ok(a) => a,
-        Err(d) => {
-            diag::emit(err, &src.name, &src.text, &d);
-            return Ok(1);
-        }
+    let Some(src) = super::parse_or_report(file, err)? else {
+        return Ok(1);
     };
+    let ast = &src.ast;
     let names = match kernel {
         Some(k) => vec![k.to_string()],
-        None => check::kernel_names(&ast),
+        None => check::kernel_names(ast),
     };
     let mut failed = false;
     for (i, name) in names.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
-        match config::choose(&src.text, &ast, name, &pins, &desc) {
+        match config::choose(&src.text, ast, name, &pins, &desc) {
             Ok(c) => write_choice(out, &c, &desc)?,
             Err(e) => {
                 writeln!(err, "error: {}: kernel `{name}`: {e}", src.name)?;

@@ -486,18 +486,8 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
         num_stages: a.pins.1,
     };
     let target = tile_driver::target(&a.sm)?;
-    let file_text = read(file)?;
-    let src = match tile_driver::Source::parse(file_text.name, file_text.text) {
-        Ok(s) => s,
-        Err(e) => {
-            diag::emit(
-                err,
-                &file.display().to_string(),
-                &std::fs::read_to_string(file)?,
-                e.diagnostics().unwrap_or(&[]),
-            );
-            return Ok(1);
-        }
+    let Some(src) = parse_or_report(file, err)? else {
+        return Ok(1);
     };
     if emit.contains(&Stage::Ast) {
         write!(out, "{}", src.ast)?;
@@ -634,6 +624,19 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
         write_ptx_output(o, &modules)?;
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// Reads and parses `file` through the driver (file-level checks included); prints the
+/// diagnostics and gives `None` when it does not parse.
+fn parse_or_report(file: &Path, err: &mut dyn WriteColor) -> anyhow::Result<Option<tile_driver::Source>> {
+    let text = read(file)?;
+    match tile_driver::Source::parse(text.name.clone(), text.text.clone()) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) => {
+            diag::emit(err, &text.name, &text.text, e.diagnostics().unwrap_or(&[]));
+            Ok(None)
+        }
+    }
 }
 
 /// Prints a driver error: the source diagnostics when it has them, else one line.

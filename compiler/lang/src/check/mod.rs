@@ -68,7 +68,9 @@ pub fn check_file(src: &str, file: &ast::File, bindings: &Bindings) -> (Vec<Kern
     (kernels, diags)
 }
 
-fn item_diagnostics(file: &ast::File) -> Vec<Diagnostic> {
+/// The checks of a file as a whole, before any kernel: names defined twice (kernels and helpers
+/// share one namespace), attributes on helpers. Every path that compiles a file runs them.
+pub fn item_diagnostics(file: &ast::File) -> Vec<Diagnostic> {
     let mut seen: HashMap<&str, Span> = HashMap::new();
     let mut diags = Vec::new();
     for item in &file.items {
