@@ -324,3 +324,33 @@ fn every_path_refuses_a_file_with_two_kernels_of_one_name() {
     assert!(e.contains("`k` is defined twice"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `.tools/` planted in the directory a command runs in is never executed: ptxas is found from
+/// `TILE_PTXAS`, above the executable, or on `PATH`.
+#[test]
+fn ptxas_is_not_looked_up_in_the_current_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = std::env::current_exe().unwrap();
+    let Some(tilec_bin) = exe.ancestors().map(|d| d.join("tilec")).find(|p| p.is_file()) else {
+        panic!("the tilec binary is not built next to {}", exe.display());
+    };
+    let dir = temp_dir("planted");
+    let bin = dir.join(".tools/nvcc/nvidia/cu13/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let marker = dir.join("ran");
+    let fake = bin.join("ptxas");
+    std::fs::write(&fake, format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display())).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(&tilec_bin)
+        .args(["compile", &path("dsl-examples/vector_add.tile"), "--emit", "resources"])
+        .current_dir(&dir)
+        .env_remove("TILE_PTXAS")
+        .output()
+        .unwrap();
+    assert!(
+        !marker.exists(),
+        "the planted ptxas ran: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,6 @@
 //! ptxas, when present: assembles PTX to a cubin and reports the resources each kernel uses.
-//! Found through `TILE_PTXAS`, then `.tools/nvcc/nvidia/cu13/bin/ptxas` under the workspace
-//! (where tests/setup.sh installs it from PyPI), then `PATH`.
+//! Found through `TILE_PTXAS`, then `.tools/nvcc/nvidia/cu13/bin/ptxas` above the running
+//! executable (where tests/setup.sh installs it from PyPI), then `PATH`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,18 +26,22 @@ impl std::fmt::Display for Resources {
     }
 }
 
-/// The ptxas to use, if one is installed.
+/// The ptxas to use, if one is installed: `TILE_PTXAS`, else the project's own installation
+/// (`.tools/nvcc/nvidia/cu13/bin/ptxas` in a directory above the running executable — where
+/// tests/setup.sh puts it for the binaries built in `target/`), else `PATH`. The current
+/// directory is never searched: a `.tools/` planted where a command runs is not executed.
 pub fn find() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("TILE_PTXAS") {
         return Some(PathBuf::from(p));
     }
-    let mut dir = std::env::current_dir().ok();
-    while let Some(d) = dir {
-        let p = d.join(".tools/nvcc/nvidia/cu13/bin/ptxas");
-        if p.is_file() {
-            return Some(p);
-        }
-        dir = d.parent().map(Path::to_path_buf);
+    let exe = std::env::current_exe().ok().and_then(|e| e.canonicalize().ok());
+    if let Some(p) = exe
+        .iter()
+        .flat_map(|e| e.ancestors().skip(1))
+        .map(|d| d.join(".tools/nvcc/nvidia/cu13/bin/ptxas"))
+        .find(|p| p.is_file())
+    {
+        return Some(p);
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
@@ -45,11 +49,15 @@ pub fn find() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Assembles `ptx` for `sm` (e.g. `sm_90a`); returns the cubin and the resource report.
+/// Assembles `ptx` for `sm` (e.g. `sm_90a`); returns the cubin and the resource report. Works
+/// in a fresh private temporary directory (removed afterwards, also on error), so that no
+/// other process can plant or read the files.
 pub fn assemble(ptxas: &Path, ptx: &str, sm: &str) -> Result<(Vec<u8>, Resources), String> {
-    let dir = std::env::temp_dir().join(format!("tile-ptxas-{}-{}", std::process::id(), unique()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let (src, out) = (dir.join("k.ptx"), dir.join("k.cubin"));
+    let dir = tempfile::Builder::new()
+        .prefix("tile-ptxas-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+    let (src, out) = (dir.path().join("k.ptx"), dir.path().join("k.cubin"));
     std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
     let run = Command::new(ptxas)
         .arg(format!("-arch={sm}"))
@@ -58,7 +66,7 @@ pub fn assemble(ptxas: &Path, ptx: &str, sm: &str) -> Result<(Vec<u8>, Resources
         .arg("-o")
         .arg(&out)
         .output();
-    let result = match run {
+    match run {
         Err(e) => Err(format!("cannot run {}: {e}", ptxas.display())),
         Ok(o) if !o.status.success() => Err(format!(
             "ptxas rejected the PTX:\n{}",
@@ -70,15 +78,7 @@ pub fn assemble(ptxas: &Path, ptx: &str, sm: &str) -> Result<(Vec<u8>, Resources
                 .map(|cubin| (cubin, parse_report(&report)))
                 .map_err(|e| e.to_string())
         }
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 /// Reads `ptxas -v` output: "Used 24 registers, used 0 barriers, 16 bytes smem" and
