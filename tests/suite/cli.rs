@@ -354,3 +354,32 @@ fn ptxas_is_not_looked_up_in_the_current_directory() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_run_spec_value_that_does_not_fit_its_parameter_is_an_error() {
+    let dir = temp_dir("fit");
+    let f = dir.join("k.tile");
+    let src = "kernel k<const BLOCK: i32 = 64>(out: *mut i32, n: i32) {\n    let o = arange(0, BLOCK);\n    store(out + o, o, o < n);\n}\n\nrun k {\n    sizes(n: [1099511627776]);\n    grid(1);\n    args(out: output([64]), n: n);\n}\n";
+    std::fs::write(&f, src).unwrap();
+    let (code, out, _) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("`n` is i32, which holds -2147483648 to 2147483647; this value is 1099511627776"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_argument_that_is_not_utf8_is_a_usage_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let exe = std::env::current_exe().unwrap();
+    let tilec_bin = exe.ancestors().map(|d| d.join("tilec")).find(|p| p.is_file()).unwrap();
+    let out = std::process::Command::new(tilec_bin)
+        .arg("check")
+        .arg(std::ffi::OsStr::from_bytes(b"bad\xff.tile"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("argument 2 is not UTF-8 text"));
+}

@@ -305,7 +305,18 @@ pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagno
             (Elem::Scalar(d), ArgSpec::Scalar(e)) => {
                 let v = eval_in_case(e, case, kernel)?;
                 let value = match (v, d) {
-                    (Num::I(i), d) if d.is_int() => Scalar::I(scalar::wrap(d, i)),
+                    (Num::I(i), d) if d.is_int() => {
+                        let (lo, hi) = scalar::int_range(d);
+                        if !(lo..=hi).contains(&(i as i128)) {
+                            return Err(Diagnostic::error(
+                                e.span,
+                                format!("`{}` is {d}, which holds {lo} to {hi}; this value is {i}", param.name),
+                            )
+                            .label("does not fit")
+                            .help(format!("declare `{}` with a wider type, e.g. i64", param.name)));
+                        }
+                        Scalar::I(i)
+                    }
                     (Num::I(i), DType::Bool) => Scalar::B(i != 0),
                     (v, d) if d.is_float() => Scalar::F(scalar::round_float(d, v.as_f64())),
                     _ => {
