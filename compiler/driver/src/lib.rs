@@ -284,6 +284,33 @@ pub fn find_ptxas() -> Option<PathBuf> {
     tile_codegen::ptxas::find()
 }
 
+/// The version line of a ptxas (`Build cuda_13.0.r13.0/...`), asked once per path in a process;
+/// "unknown" when it does not say. Caches of cubins key on it.
+pub fn ptxas_version(ptxas: &Path) -> String {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(v) = seen.lock().unwrap_or_else(|e| e.into_inner()).get(ptxas) {
+        return v.clone();
+    }
+    let v = std::process::Command::new(ptxas)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .rfind(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "unknown".into());
+    seen.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(ptxas.to_path_buf(), v.clone());
+    v
+}
+
 /// The warps a kernel gets when nothing chooses them: its first `#[warps(..)]` candidate, else 4.
 pub fn default_warps(k: &Kernel) -> u32 {
     k.warps.first().copied().unwrap_or(4)

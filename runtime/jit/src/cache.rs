@@ -20,7 +20,7 @@ use tile_lang::ir::ConstValue;
 /// Bump when the entry layout or the meaning of a key changes, so that old entries are never
 /// read: it is part of every key. Also bump it when codegen changes what it emits without a
 /// version bump, if stale entries could otherwise be served.
-pub const CACHE_FORMAT: u32 = 2;
+pub const CACHE_FORMAT: u32 = 3;
 
 /// The compiler's version: the workspace's (every crate shares it) and a fingerprint of the
 /// front end's and codegen's sources (see `build.rs`), so that a compiler changed without a
@@ -128,6 +128,16 @@ pub fn specialize(base: &[u8; 32], specialization: &[ArgSpec]) -> CacheKey {
     CacheKey(h.finalize().into())
 }
 
+/// The key of an entry whose cubin `ptxas` (of version `version`) assembled: another ptxas gives
+/// another key, so a cubin is never served to a process using a different assembler.
+pub fn with_ptxas(key: &CacheKey, version: &str) -> CacheKey {
+    let mut h = Sha256::new();
+    h.update(b"ptxas");
+    h.update(key.0);
+    put_str(&mut h, version);
+    CacheKey(h.finalize().into())
+}
+
 /// Where the disk cache lives: `TILE_CACHE_DIR` if set, else `$XDG_CACHE_HOME/tile`, else
 /// `$HOME/.cache/tile`; `None` when none of them is set (the disk cache is then off).
 pub fn default_cache_dir() -> Option<PathBuf> {
@@ -216,6 +226,15 @@ impl DiskCache {
 
     fn read_entry(&self, key: &CacheKey, meta: &[u8]) -> Result<CacheEntry, String> {
         let meta = std::str::from_utf8(meta).map_err(|_| "metadata is not UTF-8".to_string())?;
+        let (body, sum) = meta
+            .trim_end_matches('\n')
+            .rsplit_once('\n')
+            .and_then(|(body, last)| Some((body, last.strip_prefix("meta_sha256=")?)))
+            .ok_or("metadata has no checksum")?;
+        if hex(&Sha256::digest(format!("{body}\n").as_bytes())) != sum {
+            return Err("metadata does not match its checksum".into());
+        }
+        let meta = body;
         let field = |name: &str| -> Result<&str, String> {
             meta.lines()
                 .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
@@ -286,6 +305,8 @@ impl DiskCache {
             );
             write_atomic(&self.path(key, "cubin"), c)?;
         }
+        // The metadata's own checksum, last: a field altered on disk is caught like a payload.
+        let _ = writeln!(meta, "meta_sha256={}", hex(&Sha256::digest(meta.as_bytes())));
         // Last: until the metadata is in place, readers see a miss (or the previous entry,
         // whose checksums then decide).
         write_atomic(&self.path(key, "meta"), meta.as_bytes())
@@ -410,7 +431,7 @@ pub(crate) mod tests {
         );
     }
 
-    const PINNED_KEY: &str = "fab3b579f2124977618dc3e33a51db80f54b08882933b147cf939c1ecb3f9ec6";
+    const PINNED_KEY: &str = "d8a12456c230ff03bca32d29e256740fd2e81766f1797a9dcb4295bcadd56b9f";
 
     #[test]
     fn key_changes_with_every_part() {
@@ -641,6 +662,21 @@ pub(crate) mod tests {
         found
     }
 
+    /// Rewrites an entry's metadata with `f`; with `resign`, with a matching checksum again (so
+    /// that the checks behind the checksum are reached).
+    fn edit_meta(c: &DiskCache, k: &CacheKey, f: impl Fn(&str) -> String, resign: bool) {
+        let p = c.path(k, "meta");
+        let m = std::fs::read_to_string(&p).unwrap();
+        let (body, sum) = m.trim_end().rsplit_once('\n').unwrap();
+        let body = f(&format!("{body}\n"));
+        let sum = if resign {
+            format!("meta_sha256={}", hex(&Sha256::digest(body.as_bytes())))
+        } else {
+            sum.to_string()
+        };
+        std::fs::write(&p, format!("{body}{sum}\n")).unwrap();
+    }
+
     fn is_corrupt(l: &Lookup, why: &str) -> bool {
         matches!(l, Lookup::Corrupt(r) if r.contains(why))
     }
@@ -666,7 +702,21 @@ pub(crate) mod tests {
         assert!(is_corrupt(&missing, "ptx unreadable"), "{missing:?}");
 
         let empty_meta = corrupt_with("emptymeta", |c, k| std::fs::write(c.path(k, "meta"), "").unwrap());
-        assert!(is_corrupt(&empty_meta, "no `format`"), "{empty_meta:?}");
+        assert!(is_corrupt(&empty_meta, "no checksum"), "{empty_meta:?}");
+
+        // A field altered on disk (a metadata payload, not only the PTX and cubin, is checked).
+        let altered = corrupt_with("altered", |c, k| {
+            edit_meta(
+                c,
+                k,
+                |m| m.replace("threads_per_block=128", "threads_per_block=256"),
+                false,
+            )
+        });
+        assert!(
+            is_corrupt(&altered, "metadata does not match its checksum"),
+            "{altered:?}"
+        );
 
         let garbage = corrupt_with("garbage", |c, k| {
             std::fs::write(c.path(k, "meta"), [0xff, 0xfe, 0]).unwrap()
@@ -674,11 +724,12 @@ pub(crate) mod tests {
         assert!(is_corrupt(&garbage, "not UTF-8"), "{garbage:?}");
 
         let bad_number = corrupt_with("badnum", |c, k| {
-            let p = c.path(k, "meta");
-            let m = std::fs::read_to_string(&p)
-                .unwrap()
-                .replace("threads_per_block=128", "threads_per_block=12x");
-            std::fs::write(&p, m).unwrap();
+            edit_meta(
+                c,
+                k,
+                |m| m.replace("threads_per_block=128", "threads_per_block=12x"),
+                true,
+            )
         });
         assert!(is_corrupt(&bad_number, "threads_per_block"), "{bad_number:?}");
 
@@ -690,13 +741,17 @@ pub(crate) mod tests {
         assert!(is_corrupt(&moved, "another key"), "{moved:?}");
 
         let old_format = corrupt_with("format", |c, k| {
-            let p = c.path(k, "meta");
-            let m = std::fs::read_to_string(&p)
-                .unwrap()
-                .replace(&format!("format={CACHE_FORMAT}"), "format=0");
-            std::fs::write(&p, m).unwrap();
+            edit_meta(c, k, |m| m.replace(&format!("format={CACHE_FORMAT}"), "format=0"), true)
         });
         assert!(is_corrupt(&old_format, "another format"), "{old_format:?}");
+    }
+
+    #[test]
+    fn another_ptxas_gives_another_key() {
+        let k = key(7);
+        let (a, b) = (with_ptxas(&k, "Build cuda_13.0"), with_ptxas(&k, "Build cuda_13.1"));
+        assert!(a != b && a != k && b != k);
+        assert_eq!(a, with_ptxas(&k, "Build cuda_13.0"));
     }
 
     #[test]

@@ -276,6 +276,10 @@ pub(crate) fn build(
     ptxas: Option<&Path>,
 ) -> Result<(CacheKey, CacheEntry, Origin, BuildReport), JitError> {
     let key = cache::specialize(&plan.base_key, spec);
+    let key = match ptxas {
+        Some(p) => cache::with_ptxas(&key, &tile_driver::ptxas_version(p)),
+        None => key,
+    };
     let mut report = BuildReport::default();
     if let Some(c) = cache {
         match c.load(&key) {
