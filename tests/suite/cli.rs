@@ -383,3 +383,28 @@ fn an_argument_that_is_not_utf8_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("argument 2 is not UTF-8 text"));
 }
+
+#[test]
+fn repeated_diagnostics_are_said_once_and_many_are_capped() {
+    let dir = temp_dir("many");
+    let f = dir.join("k.tile");
+    // An unrolled loop repeats its body's mistake 2^10 times: one diagnostic.
+    let mut src = String::from("kernel k(out: *mut f32) {\n    let mut s = 0.0;\n");
+    for i in 0..10 {
+        src += &format!("#[unroll] for i{i} in 0..2 {{\n");
+    }
+    src += "s += nope;\n";
+    src += &"}\n".repeat(10);
+    src += "    store(out, s);\n}\n";
+    std::fs::write(&f, &src).unwrap();
+    let (code, _, err) = tilec(&["check", f.to_str().unwrap()]);
+    assert_eq!((code, err.matches("error:").count()), (1, 1), "{err}");
+    // 60 different mistakes: the first 50, and a count of the rest.
+    let body: String = (0..60).map(|i| format!("    let a{i} = nope{i};\n")).collect();
+    std::fs::write(&f, format!("kernel k(out: *mut f32) {{\n{body}}}\n")).unwrap();
+    let (code, _, err) = tilec(&["check", f.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(err.matches("error:").count(), tile_lang::diag::MAX_SHOWN, "{err}");
+    assert!(err.contains("note: 10 more diagnostics not shown"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

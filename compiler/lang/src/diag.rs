@@ -123,7 +123,11 @@ pub fn emit(
 ) {
     let file = SimpleFile::new(file_name, source);
     let config = Config::default();
-    for d in diags {
+    // The same message at the same place is said once (an unrolled loop repeats its body's
+    // mistakes), and at most MAX_SHOWN are shown: the first ones are the ones to fix.
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<&Diagnostic> = diags.iter().filter(|d| seen.insert((d.span, &d.message))).collect();
+    for d in unique.iter().take(MAX_SHOWN) {
         let clamp = |s: Span| {
             let end = (s.end as usize).min(source.len());
             let start = (s.start as usize).min(end);
@@ -143,4 +147,14 @@ pub fn emit(
         // Writing to an in-memory buffer or stderr; a failed write has nowhere better to go.
         let _ = term::emit(out, &config, &file, &cs);
     }
+    if unique.len() > MAX_SHOWN {
+        let _ = writeln!(
+            out,
+            "note: {} more diagnostics not shown (fix the ones above first)\n",
+            unique.len() - MAX_SHOWN
+        );
+    }
 }
+
+/// The most diagnostics [`emit`] prints for one file.
+pub const MAX_SHOWN: usize = 50;
