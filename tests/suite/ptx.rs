@@ -430,3 +430,30 @@ fn jit_and_tilec_compile_produce_identical_ptx() {
     assert_none("JIT vs tilec compile", &problems);
     assert!(compared >= 10, "only {compared} kernels compared");
 }
+
+/// Every built-in the GPU back end supports is called in some file whose kernels the PTX tests
+/// compile and ptxas assembles (dsl-examples/, tests/gpu/): none reaches users untried.
+#[test]
+fn every_builtin_is_compiled_and_assembled_somewhere() {
+    // Refused by the GPU back end, as docs/language.md says.
+    const GPU_UNSUPPORTED: [&str; 1] = ["erf"];
+    let mut text = String::new();
+    for p in tile_files("dsl-examples").iter().chain(&tile_files("tests/gpu")) {
+        let src = std::fs::read_to_string(p).unwrap();
+        // Calls in comments do not count.
+        text.extend(src.lines().map(|l| format!("{}\n", l.split("//").next().unwrap_or(""))));
+    }
+    let called = |name: &str| {
+        text.match_indices(&format!("{name}(")).any(|(i, _)| {
+            let before = text[..i].chars().next_back();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
+    let missing: Vec<&str> = check::builtin_names()
+        .filter(|n| !GPU_UNSUPPORTED.contains(n) && !called(n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "built-ins no GPU-compiled file calls: {missing:?} (add them to tests/gpu/builtins.tile)"
+    );
+}

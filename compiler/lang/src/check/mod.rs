@@ -6,6 +6,7 @@
 //! of a poisoned name report nothing more, so one mistake gives one diagnostic.
 
 mod builtins;
+pub use builtins::builtin_names;
 mod expr;
 mod stmt;
 

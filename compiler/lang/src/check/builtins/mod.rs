@@ -132,6 +132,11 @@ pub(crate) fn is_builtin(name: &str) -> bool {
     BUILTINS.iter().any(|b| b.name == name)
 }
 
+/// The name of every built-in function, in table order.
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    BUILTINS.iter().map(|b| b.name)
+}
+
 /// Evaluated arguments in parameter order (`None` where not given).
 struct Args {
     vals: Vec<Option<(Val, Span)>>,
