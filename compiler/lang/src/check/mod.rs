@@ -12,7 +12,7 @@ mod stmt;
 
 use std::collections::HashMap;
 
-use crate::diag::{Diagnostic, Span, line_col};
+use crate::diag::{Diagnostic, Span};
 use crate::ir::{self, ConstValue, DType, Elem, Kernel, KernelParam, Loc, Op, OpKind, Region, Type, ValueId};
 use crate::syntax::ast;
 
@@ -172,6 +172,8 @@ pub(crate) struct Scope {
 
 pub(crate) struct Cx<'a> {
     pub src: &'a str,
+    /// Line starts of `src`, for the location of every op.
+    lines: crate::diag::LineIndex,
     pub file: &'a ast::File,
     pub values: Vec<Type>,
     /// Ops of the regions being built, innermost last; the entry region is `regions[0]`.
@@ -192,6 +194,7 @@ impl<'a> Cx<'a> {
     fn new(src: &'a str, file: &'a ast::File) -> Cx<'a> {
         Cx {
             src,
+            lines: crate::diag::LineIndex::new(src),
             file,
             values: Vec::new(),
             regions: vec![Vec::new()],
@@ -220,7 +223,7 @@ impl<'a> Cx<'a> {
     }
 
     pub fn loc(&self, span: Span) -> Loc {
-        let (l, c) = line_col(self.src, span.start as usize);
+        let (l, c) = self.lines.line_col(self.src, span.start as usize);
         Loc {
             line: l as u32,
             col: c as u32,
