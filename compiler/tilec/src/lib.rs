@@ -295,7 +295,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(err, "error: {e:#}");
-            if e.downcast_ref::<NotText>().is_some() { 1 } else { 2 }
+            if e.downcast_ref::<BadInput>().is_some() { 1 } else { 2 }
         }
     }
 }
@@ -329,44 +329,51 @@ struct Source {
     text: String,
 }
 
-/// A source file that is not UTF-8 text: where its first bad byte is. A problem of the input
-/// (exit 1, like a diagnostic), not of the command line.
+/// A source file that cannot be a `.tile` file: not UTF-8 text (with where its first bad byte
+/// is), or larger than the parser's limit. A problem of the input (exit 1, like a diagnostic),
+/// not of the command line.
 #[derive(Debug)]
-struct NotText {
-    path: String,
-    line: usize,
-    col: usize,
-    offset: usize,
-    byte: u8,
-}
+struct BadInput(String);
 
-impl std::fmt::Display for NotText {
+impl std::fmt::Display for BadInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: not UTF-8 text: byte {:#04x} at offset {}; .tile files are UTF-8",
-            self.path, self.line, self.col, self.byte, self.offset
-        )
+        f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for NotText {}
+impl std::error::Error for BadInput {}
 
 fn read(path: &Path) -> anyhow::Result<Source> {
-    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    use std::io::Read as _;
+    let cannot = |e: std::io::Error| anyhow::anyhow!("cannot read {}: {e}", path.display());
+    // Never more than the limit and one byte: `/dev/zero` or a huge file is refused at once.
+    let limit = syntax::MAX_SOURCE_BYTES;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() > limit {
+        return Err(BadInput(format!(
+            "{}: larger than {limit} bytes, the limit for a .tile file",
+            path.display()
+        ))
+        .into());
+    }
     let text = String::from_utf8(bytes).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
         let bytes = e.as_bytes();
         let before = &bytes[..offset];
         let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        NotText {
-            path: path.display().to_string(),
-            line: before.iter().filter(|&&b| b == b'\n').count() + 1,
-            // Columns count characters; the prefix of the line is valid UTF-8.
-            col: String::from_utf8_lossy(&before[line_start..]).chars().count() + 1,
-            offset,
-            byte: bytes[offset],
-        }
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        // Columns count characters; the prefix of the line is valid UTF-8.
+        let col = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+        BadInput(format!(
+            "{}:{line}:{col}: not UTF-8 text: byte {:#04x} at offset {offset}; .tile files are UTF-8",
+            path.display(),
+            bytes[offset]
+        ))
     })?;
     Ok(Source {
         name: path.display().to_string(),
