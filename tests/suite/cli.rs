@@ -254,6 +254,10 @@ fn input_that_is_not_text_gets_its_position_and_exit_1() {
         err.contains("k.tile:2:22: not UTF-8 text: byte 0xff at offset 35"),
         "{err}"
     );
+    // An endless file is refused after the limit, not read to the end.
+    let (code, _, err) = tilec(&["check", "/dev/zero"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/dev/zero: larger than 1048576 bytes"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
