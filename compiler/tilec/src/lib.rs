@@ -533,12 +533,10 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
                 ConfigArg::Defaults => tile_driver::ConfigSource::Defaults,
             },
             rewrite: rewrite.clone(),
-            specialization: Vec::new(),
-            ptxas: ptxas.clone(),
             ..tile_driver::Request::new(&name, target.clone())
         };
-        let mut req = req;
-        let c = match tile_driver::compile(&src, &req, Until::Ir) {
+        // The front half (configuration, IR, rewrite), printed before anything can fail later.
+        let mut c = match tile_driver::compile(&src, &req, Until::Rewrite) {
             Ok(c) => c,
             Err(e) => {
                 report_error(err, &src, &name, &e)?;
@@ -546,39 +544,12 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
                 continue;
             }
         };
-        if a.assume_aligned {
-            req.specialization = vec![
-                tile_driver::ArgSpec {
-                    equals_one: false,
-                    divisible_by_16: true,
-                };
-                c.ir.params.len()
-            ];
-        }
-        // The configuration is settled: compile the rest with it, choosing nothing again.
-        req.config = tile_driver::ConfigSource::Given(c.config.clone());
         if emit.contains(&Stage::Config) {
             write_config(out, &c, &target)?;
         }
         if emit.contains(&Stage::Ir) {
             write!(out, "{}", c.ir)?;
         }
-        let c = match tile_driver::compile(&src, &req, until) {
-            Ok(mut done) => {
-                // The first call chose the configuration: keep its choice and its time.
-                done.timings.config = c.timings.config;
-                tile_driver::Compilation {
-                    choice: c.choice,
-                    config_note: c.config_note,
-                    ..done
-                }
-            }
-            Err(e) => {
-                report_error(err, &src, &name, &e)?;
-                failed = true;
-                continue;
-            }
-        };
         if let Some((k, report)) = &c.rewritten
             && emit.contains(&Stage::Opt)
         {
@@ -588,6 +559,32 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
                 "{}: optimized in {:.2?}: {} -> {} ops, rules {:?}",
                 k.name, report.time, report.ops_before, report.ops_after, report.applied
             )?;
+        }
+        // The back half, when a later stage is asked for.
+        if until >= Until::Ptx {
+            let options = tile_driver::CompileOptions {
+                target: target.clone(),
+                num_warps: c.config.num_warps,
+                num_stages: c.config.num_stages,
+                specialization: if a.assume_aligned {
+                    vec![tile_driver::ArgSpec::of_ptr(0); c.ir.params.len()]
+                } else {
+                    Vec::new()
+                },
+            };
+            let ptxas = if until == Until::Cubin { ptxas.as_deref() } else { None };
+            match tile_driver::lower(c.kernel(), &options, ptxas) {
+                Ok(l) => {
+                    c.timings.codegen = Some(l.codegen_time);
+                    c.timings.ptxas = l.ptxas_time;
+                    c.lowered = Some(l);
+                }
+                Err(e) => {
+                    report_error(err, &src, &name, &e)?;
+                    failed = true;
+                    continue;
+                }
+            }
         }
         if let Some(l) = &c.lowered {
             if emit.contains(&Stage::LlvmIr) {
