@@ -412,3 +412,16 @@ fn repeated_diagnostics_are_said_once_and_many_are_capped() {
     assert!(err.contains("note: 10 more diagnostics not shown"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_reference_that_does_not_match_its_run_spec_fails_the_case_without_a_crash() {
+    let dir = temp_dir("refnames");
+    let f = dir.join("k.tile");
+    // The `vector_add` reference reads sizes and buffers named `n`, `x`, `y`, `out`.
+    let src = "kernel k<const BLOCK: i32 = 64>(a: *f32, b: *f32, c: *mut f32, len: i32) {\n    let o = arange(0, BLOCK);\n    store(c + o, load(a + o, o < len) + load(b + o, o < len), o < len);\n}\n\nrun k {\n    sizes(len: [10]);\n    grid(1);\n    args(a: randn([len]), b: randn([len]), c: output([len]), len: len);\n    reference(vector_add);\n}\n";
+    std::fs::write(&f, src).unwrap();
+    let (code, out, err) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("the reference does not match this run spec"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

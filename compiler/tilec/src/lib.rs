@@ -848,7 +848,21 @@ fn run_case(
     let compiled = tile_driver::compile(src, &req, tile_driver::Stage::Rewrite).map_err(|e| src.render(&e))?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed).map_err(|d| render(vec![d]))?;
-    let expected = reference.map(|r| r(&p.reference_input));
+    // A reference reads the sizes, constants and buffers it expects by name; a run spec that names
+    // them otherwise makes it panic. That is the run spec's mistake, reported as the case's error.
+    let expected = match reference {
+        Some(r) => Some(
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r(&p.reference_input))).map_err(|e| {
+                let why = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                format!("the reference does not match this run spec: {why}")
+            })?,
+        ),
+        None => None,
+    };
     let initial = p.buffers.clone();
     let printed = interp::run(kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
     let gpu_out = match gpu {
