@@ -202,6 +202,30 @@ impl DiskCache {
         DiskCache { dir: dir.into() }
     }
 
+    /// Removes temporary files that writers left behind when they crashed between writing and
+    /// renaming (`.NAME.tmp.PID.N`) and that are older than `age`; returns how many. Files of
+    /// writers still at work are younger. A JIT prunes once when it opens the cache.
+    pub fn prune_temporaries(&self, age: std::time::Duration) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        entries
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with('.') && name.contains(".tmp.")
+            })
+            .filter(|e| {
+                e.metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| now.duration_since(t).is_ok_and(|d| d > age))
+            })
+            .filter(|e| std::fs::remove_file(e.path()).is_ok())
+            .count()
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -744,6 +768,27 @@ pub(crate) mod tests {
             edit_meta(c, k, |m| m.replace(&format!("format={CACHE_FORMAT}"), "format=0"), true)
         });
         assert!(is_corrupt(&old_format, "another format"), "{old_format:?}");
+    }
+
+    #[test]
+    fn stale_temporaries_are_pruned_and_fresh_ones_kept() {
+        let dir = TempDir::new("prune");
+        let cache = DiskCache::new(&dir.0);
+        cache.store(&key(7), &entry(true)).unwrap();
+        let stale = dir.0.join(".k.ptx.tmp.1.0");
+        let fresh = dir.0.join(".k.ptx.tmp.2.0");
+        std::fs::write(&stale, b"half written").unwrap();
+        std::fs::write(&fresh, b"being written").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(cache.prune_temporaries(std::time::Duration::from_secs(3600)), 1);
+        assert!(!stale.exists() && fresh.exists());
+        assert_eq!(cache.load(&key(7)), Lookup::Hit(entry(true)));
     }
 
     #[test]

@@ -172,7 +172,12 @@ impl Jit {
                 gpu: gpu.clone(),
                 compute_capability: cc,
                 program: Program::load(source)?,
-                cache: opts.cache_dir.map(DiskCache::new),
+                cache: opts.cache_dir.map(|d| {
+                    let c = DiskCache::new(d);
+                    // What crashed writers left behind an hour or more ago.
+                    c.prune_temporaries(std::time::Duration::from_secs(3600));
+                    c
+                }),
                 // A cubin the GPU cannot run is useless: load PTX instead.
                 ptxas: opts.ptxas.filter(|_| compile::cubin_runs_on(target.sm, cc)),
                 target,
