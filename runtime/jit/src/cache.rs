@@ -13,6 +13,8 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use std::collections::HashMap;
+
 use sha2::{Digest, Sha256};
 use tile_driver::ArgSpec;
 use tile_lang::ir::ConstValue;
@@ -191,15 +193,74 @@ pub struct CacheWriteError {
     pub source: std::io::Error,
 }
 
-/// A directory of compiled kernels.
+/// A directory of compiled kernels, kept under a size bound: past it, the entries used least
+/// recently are removed.
 #[derive(Clone, Debug)]
 pub struct DiskCache {
     dir: PathBuf,
+    max_bytes: u64,
 }
+
+/// The default bound of a disk cache: 2 GiB (`TILE_CACHE_MAX_BYTES` sets another).
+pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
 
 impl DiskCache {
     pub fn new(dir: impl Into<PathBuf>) -> DiskCache {
-        DiskCache { dir: dir.into() }
+        let max_bytes = std::env::var("TILE_CACHE_MAX_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MAX_BYTES);
+        DiskCache {
+            dir: dir.into(),
+            max_bytes,
+        }
+    }
+
+    /// The same cache with another size bound.
+    pub fn with_max_bytes(self, max_bytes: u64) -> DiskCache {
+        DiskCache { max_bytes, ..self }
+    }
+
+    /// Removes the least recently used entries (by their metadata's modification time, which a
+    /// hit refreshes) until the entries take at most the size bound; returns how many went.
+    /// Metadata first, so that a reader meanwhile sees a miss, never half an entry.
+    pub fn evict(&self) -> usize {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        // Entries by key: total bytes and the time their metadata was last touched.
+        let mut entries: HashMap<String, (u64, std::time::SystemTime)> = HashMap::new();
+        for e in dir.flatten() {
+            let (Ok(m), name) = (e.metadata(), e.file_name().to_string_lossy().into_owned()) else {
+                continue;
+            };
+            let Some((stem, ext)) = name.split_once('.') else {
+                continue;
+            };
+            if !m.is_file() || stem.is_empty() || !matches!(ext, "meta" | "ptx" | "cubin") {
+                continue;
+            }
+            let slot = entries.entry(stem.to_string()).or_insert((0, std::time::UNIX_EPOCH));
+            slot.0 += m.len();
+            if ext == "meta" {
+                slot.1 = m.modified().unwrap_or(std::time::UNIX_EPOCH);
+            }
+        }
+        let mut total: u64 = entries.values().map(|e| e.0).sum();
+        let mut oldest_first: Vec<(String, (u64, std::time::SystemTime))> = entries.into_iter().collect();
+        oldest_first.sort_by_key(|(_, (_, used))| *used);
+        let mut removed = 0;
+        for (stem, (bytes, _)) in oldest_first {
+            if total <= self.max_bytes {
+                break;
+            }
+            for ext in ["meta", "ptx", "cubin"] {
+                let _ = std::fs::remove_file(self.dir.join(format!("{stem}.{ext}")));
+            }
+            total -= bytes;
+            removed += 1;
+        }
+        removed
     }
 
     /// Removes temporary files that writers left behind when they crashed between writing and
@@ -243,7 +304,13 @@ impl DiskCache {
             Err(e) => return Lookup::Corrupt(format!("metadata unreadable: {e}")),
         };
         match self.read_entry(key, &meta) {
-            Ok(e) => Lookup::Hit(e),
+            Ok(e) => {
+                // Used now: the last to be evicted.
+                if let Ok(f) = std::fs::File::options().write(true).open(self.path(key, "meta")) {
+                    let _ = f.set_modified(std::time::SystemTime::now());
+                }
+                Lookup::Hit(e)
+            }
             Err(why) => Lookup::Corrupt(why),
         }
     }
@@ -333,7 +400,9 @@ impl DiskCache {
         let _ = writeln!(meta, "meta_sha256={}", hex(&Sha256::digest(meta.as_bytes())));
         // Last: until the metadata is in place, readers see a miss (or the previous entry,
         // whose checksums then decide).
-        write_atomic(&self.path(key, "meta"), meta.as_bytes())
+        write_atomic(&self.path(key, "meta"), meta.as_bytes())?;
+        self.evict();
+        Ok(())
     }
 }
 
@@ -768,6 +837,35 @@ pub(crate) mod tests {
             edit_meta(c, k, |m| m.replace(&format!("format={CACHE_FORMAT}"), "format=0"), true)
         });
         assert!(is_corrupt(&old_format, "another format"), "{old_format:?}");
+    }
+
+    #[test]
+    fn past_the_size_bound_the_least_recently_used_entries_go() {
+        let dir = TempDir::new("lru");
+        let cache = DiskCache::new(&dir.0);
+        for k in 0..3 {
+            cache.store(&key(k), &entry(true)).unwrap();
+        }
+        // Entry 0 is the oldest by its store; a hit makes it the most recently used.
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+        for (k, age) in [(0u8, 10), (1, 20), (2, 30)] {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(cache.path(&key(k), "meta"))
+                .unwrap();
+            f.set_modified(past + std::time::Duration::from_secs(age)).unwrap();
+        }
+        assert!(matches!(cache.load(&key(0)), Lookup::Hit(_)));
+        let one: u64 = ["meta", "ptx", "cubin"]
+            .iter()
+            .map(|e| std::fs::metadata(cache.path(&key(1), e)).unwrap().len())
+            .sum();
+        // Room for two entries: the least recently used (1) goes.
+        let bounded = cache.with_max_bytes(2 * one + one / 2);
+        assert_eq!(bounded.evict(), 1);
+        assert_eq!(bounded.load(&key(1)), Lookup::Miss);
+        assert!(matches!(bounded.load(&key(0)), Lookup::Hit(_)));
+        assert!(matches!(bounded.load(&key(2)), Lookup::Hit(_)));
     }
 
     #[test]
