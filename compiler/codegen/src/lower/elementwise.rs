@@ -19,12 +19,7 @@ impl<'c> Lowering<'c, '_> {
             let args: Vec<_> = ins.iter().map(|x| x[i]).collect();
             out.push(f(self, &args)?);
         }
-        let r = if self.k.ty(op.results[0]).is_scalar() {
-            Repr::Scalar(out[0])
-        } else {
-            Repr::Tile(out)
-        };
-        self.set(op.results[0], r);
+        self.set_elems(op.results[0], out);
         Ok(())
     }
 

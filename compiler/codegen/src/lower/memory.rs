@@ -6,7 +6,7 @@ use inkwell::values::{BasicValue, BasicValueEnum, IntValue};
 use inkwell::{AddressSpace, IntPredicate};
 use tile_lang::ir::*;
 
-use super::{GLOBAL, Lowering, R, Repr, llvm};
+use super::{GLOBAL, Lowering, R, llvm};
 use crate::CodegenError;
 
 impl<'c> Lowering<'c, '_> {
@@ -234,14 +234,7 @@ impl<'c> Lowering<'c, '_> {
                 out.push(self.of_reg(e, r)?);
             }
         }
-        self.set(
-            op.results[0],
-            if rt.is_scalar() {
-                Repr::Scalar(out[0])
-            } else {
-                Repr::Tile(out)
-            },
-        );
+        self.set_elems(op.results[0], out);
         Ok(())
     }
 
@@ -397,14 +390,7 @@ impl<'c> Lowering<'c, '_> {
             let r = self.asm(Some(self.reg_type(e)), &text, &cons, &args)?.unwrap();
             out.push(self.of_reg(e, r)?);
         }
-        self.set(
-            op.results[0],
-            if t.is_scalar() {
-                Repr::Scalar(out[0])
-            } else {
-                Repr::Tile(out)
-            },
-        );
+        self.set_elems(op.results[0], out);
         Ok(())
     }
 }

@@ -192,6 +192,16 @@ impl<'c> Lowering<'c, '_> {
         self.vals.insert(v, r);
     }
 
+    /// Sets `v` from the elements this thread holds: one for a scalar, else the tile's slots.
+    fn set_elems(&mut self, v: ValueId, mut elems: Vec<BasicValueEnum<'c>>) {
+        let r = if self.k.ty(v).is_scalar() {
+            Repr::Scalar(elems.swap_remove(0))
+        } else {
+            Repr::Tile(elems)
+        };
+        self.set(v, r);
+    }
+
     /// The value's elements as this thread holds them (a scalar is one element).
     fn elems(&self, v: ValueId) -> Vec<BasicValueEnum<'c>> {
         match self.get(v) {

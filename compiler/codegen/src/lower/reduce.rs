@@ -228,14 +228,7 @@ impl<'c> Lowering<'c, '_> {
                 Ok(next)
             },
         )?;
-        self.set(
-            op.results[0],
-            if rt.is_scalar() {
-                Repr::Scalar(out[0])
-            } else {
-                Repr::Tile(out)
-            },
-        );
+        self.set_elems(op.results[0], out);
         Ok(())
     }
 
@@ -317,14 +310,7 @@ impl<'c> Lowering<'c, '_> {
             },
         )?;
         let idx: Vec<_> = out.chunks(2).map(|p| p[1]).collect();
-        self.set(
-            op.results[0],
-            if rt.is_scalar() {
-                Repr::Scalar(idx[0])
-            } else {
-                Repr::Tile(idx)
-            },
-        );
+        self.set_elems(op.results[0], idx);
         Ok(())
     }
 }

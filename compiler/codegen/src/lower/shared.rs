@@ -45,13 +45,7 @@ impl<'c> Lowering<'c, '_> {
 
     /// Stores element `x` of type `e` at shared-memory element `index` of an array at `base`.
     pub(super) fn smem_store(&self, e: Elem, base: u32, index: IntValue<'c>, x: BasicValueEnum<'c>) -> R<()> {
-        let sz = Self::smem_size(e);
-        let off = llvm(self.b.build_int_add(
-            self.i32c(base as u64),
-            llvm(self.b.build_int_mul(index, self.i32c(sz as u64), ""))?,
-            "",
-        ))?;
-        let p = self.smem_ptr(off)?;
+        let p = self.smem_elem_ptr(e, base, index)?;
         let x = match e {
             Elem::Ptr { .. } => llvm(self.b.build_ptr_to_int(x.into_pointer_value(), self.ctx.i64_type(), ""))?.into(),
             Elem::Scalar(DType::Bool) => {
@@ -63,14 +57,19 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    pub(super) fn smem_load(&self, e: Elem, base: u32, index: IntValue<'c>) -> R<BasicValueEnum<'c>> {
+    /// The address of element `index` of an array of `e` at byte offset `base`.
+    fn smem_elem_ptr(&self, e: Elem, base: u32, index: IntValue<'c>) -> R<PointerValue<'c>> {
         let sz = Self::smem_size(e);
         let off = llvm(self.b.build_int_add(
             self.i32c(base as u64),
             llvm(self.b.build_int_mul(index, self.i32c(sz as u64), ""))?,
             "",
         ))?;
-        let p = self.smem_ptr(off)?;
+        self.smem_ptr(off)
+    }
+
+    pub(super) fn smem_load(&self, e: Elem, base: u32, index: IntValue<'c>) -> R<BasicValueEnum<'c>> {
+        let p = self.smem_elem_ptr(e, base, index)?;
         Ok(match e {
             Elem::Ptr { .. } => {
                 let i = llvm(self.b.build_load(self.ctx.i64_type(), p, ""))?.into_int_value();
