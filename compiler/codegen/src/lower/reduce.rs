@@ -204,6 +204,28 @@ impl<'c> Lowering<'c, '_> {
         axis: usize,
         f: &mut dyn FnMut(&mut Self, BasicValueEnum<'c>, BasicValueEnum<'c>) -> R<BasicValueEnum<'c>>,
     ) -> R<()> {
+        let out = self.fold_axis(op, axis, &|_, first| vec![first], &mut |l, acc, x, _| {
+            Ok(vec![f(l, acc[0], x)?])
+        })?;
+        self.set_elems(op.results[0], out);
+        Ok(())
+    }
+
+    /// Folds, for each result slot, the row of operand 0 along `axis` through shared memory:
+    /// `init` makes the slot's carried values from the row's first element, `step` the next ones
+    /// from them, the element and its position `k`. Returns every slot's carried values in order.
+    fn fold_axis(
+        &mut self,
+        op: &Op,
+        axis: usize,
+        init: &dyn Fn(&Self, BasicValueEnum<'c>) -> Vec<BasicValueEnum<'c>>,
+        step: &mut dyn FnMut(
+            &mut Self,
+            &[BasicValueEnum<'c>],
+            BasicValueEnum<'c>,
+            IntValue<'c>,
+        ) -> R<Vec<BasicValueEnum<'c>>>,
+    ) -> R<Vec<BasicValueEnum<'c>>> {
         let src = op.operands[0];
         let st = self.k.ty(src).clone();
         let rt = self.k.ty(op.results[0]).clone();
@@ -211,8 +233,13 @@ impl<'c> Lowering<'c, '_> {
         self.stage(src)?;
         let bases = self.reduce_bases(&st, &rt, axis)?;
         let stride = crate::layout::strides(&st.shape)[axis] as u64;
-        let inits: Vec<_> = bases.iter().map(|b| self.smem_load(st.elem, 0, *b)).collect::<R<_>>()?;
-        let out = self.counted_loop(
+        let mut inits = Vec::new();
+        for b in &bases {
+            let first = self.smem_load(st.elem, 0, *b)?;
+            inits.extend(init(self, first));
+        }
+        let width = inits.len() / bases.len();
+        self.counted_loop(
             self.i32c(1),
             self.i32c(n as u64),
             self.i32c(1),
@@ -221,15 +248,13 @@ impl<'c> Lowering<'c, '_> {
             &mut |l, k, accs| {
                 let off = llvm(l.b.build_int_mul(k, l.i32c(stride), ""))?;
                 let mut next = Vec::new();
-                for (s, acc) in accs.iter().enumerate() {
+                for (s, acc) in accs.chunks(width).enumerate() {
                     let x = l.smem_load(st.elem, 0, llvm(l.b.build_int_add(bases[s], off, ""))?)?;
-                    next.push(f(l, *acc, x)?);
+                    next.extend(step(l, acc, x, k)?);
                 }
                 Ok(next)
             },
-        )?;
-        self.set_elems(op.results[0], out);
-        Ok(())
+        )
     }
 
     /// For each result slot, the shared index of its first element along `axis`.
@@ -260,53 +285,37 @@ impl<'c> Lowering<'c, '_> {
     }
 
     pub(super) fn arg_reduce(&mut self, op: &Op, max: bool, axis: usize) -> R<()> {
-        let src = op.operands[0];
-        let st = self.k.ty(src).clone();
+        let st = self.k.ty(op.operands[0]).clone();
         let d = st.dtype().unwrap();
-        let rt = self.k.ty(op.results[0]).clone();
-        let n = st.shape[axis];
-        self.stage(src)?;
-        let bases = self.reduce_bases(&st, &rt, axis)?;
-        let stride = crate::layout::strides(&st.shape)[axis] as u64;
-        let mut inits = Vec::new();
-        for b in &bases {
-            inits.push(self.smem_load(st.elem, 0, *b)?);
-            inits.push(self.i32c(0).into());
-        }
         let cmp = if max { CmpOp::Gt } else { CmpOp::Lt };
-        let out = self.counted_loop(
-            self.i32c(1),
-            self.i32c(n as u64),
-            self.i32c(1),
-            true,
-            inits,
-            &mut |l, k, accs| {
-                let off = llvm(l.b.build_int_mul(k, l.i32c(stride), ""))?;
-                let mut next = Vec::new();
-                for (s, pair) in accs.chunks(2).enumerate() {
-                    let x = l.smem_load(st.elem, 0, llvm(l.b.build_int_add(bases[s], off, ""))?)?;
-                    let mut better = l.compare(cmp, st.elem, x, pair[0])?.into_int_value();
-                    if d.is_float() {
-                        // A NaN never wins, and a NaN best so far is replaced by any number.
-                        let best_nan = llvm(l.b.build_float_compare(
-                            FloatPredicate::UNO,
-                            pair[0].into_float_value(),
-                            pair[0].into_float_value(),
-                            "",
-                        ))?;
-                        let x_num = llvm(l.b.build_float_compare(
-                            FloatPredicate::ORD,
-                            x.into_float_value(),
-                            x.into_float_value(),
-                            "",
-                        ))?;
-                        let take = llvm(l.b.build_and(best_nan, x_num, ""))?;
-                        better = llvm(l.b.build_or(better, take, ""))?;
-                    }
-                    next.push(llvm(l.b.build_select(better, x, pair[0], ""))?);
-                    next.push(llvm(l.b.build_select(better, k.into(), pair[1], ""))?);
+        // Carried per slot: the best value so far and its position.
+        let out = self.fold_axis(
+            op,
+            axis,
+            &|l, first| vec![first, l.i32c(0).into()],
+            &mut |l, pair, x, k| {
+                let mut better = l.compare(cmp, st.elem, x, pair[0])?.into_int_value();
+                if d.is_float() {
+                    // A NaN never wins, and a NaN best so far is replaced by any number.
+                    let best_nan = llvm(l.b.build_float_compare(
+                        FloatPredicate::UNO,
+                        pair[0].into_float_value(),
+                        pair[0].into_float_value(),
+                        "",
+                    ))?;
+                    let x_num = llvm(l.b.build_float_compare(
+                        FloatPredicate::ORD,
+                        x.into_float_value(),
+                        x.into_float_value(),
+                        "",
+                    ))?;
+                    let take = llvm(l.b.build_and(best_nan, x_num, ""))?;
+                    better = llvm(l.b.build_or(better, take, ""))?;
                 }
-                Ok(next)
+                Ok(vec![
+                    llvm(l.b.build_select(better, x, pair[0], ""))?,
+                    llvm(l.b.build_select(better, k.into(), pair[1], ""))?,
+                ])
             },
         )?;
         let idx: Vec<_> = out.chunks(2).map(|p| p[1]).collect();
