@@ -408,7 +408,7 @@ def case_list():
     for dt in ("f32", "bf16"):
         for n in (1024, 4096):
             cases.append(("rmsnorm", dt, {"rows": 4096, "n": n}))
-    for s in (2048, 4096):
+    for s in (4096, 8192):
         cases.append(("matmul", "bf16", {"M": s, "N": s, "K": s}))
     for causal in (False, True):
         cases.append(("attention", "bf16", {"bh": 32, "seq": 2048, "D": 64, "causal": causal}))

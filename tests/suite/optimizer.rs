@@ -55,12 +55,13 @@ fn model_vs_ptxas() {
                 if e.registers > 4 * 255 {
                     continue;
                 }
-                let key = format!("{:?} {}", c.config.consts, c.config.num_warps);
+                let key = format!("{:?} {} {}", c.config.consts, c.config.num_warps, c.config.num_stages);
                 let (regs, smem, spilled) = match seen.get(&key) {
                     Some(r) => *r,
                     None => {
                         let opts = CompileOptions {
                             num_warps: c.config.num_warps,
+                            num_stages: c.config.num_stages,
                             ..CompileOptions::new(t.target.clone())
                         };
                         let compiled = match tile_codegen::compile(k, &opts) {

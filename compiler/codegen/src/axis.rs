@@ -5,8 +5,8 @@
 //! multiples of the run length; each run starts at a value (for pointers, an address in bytes)
 //! divisible by `divisibility`; aligned groups of `constancy` elements hold one value. All three
 //! are powers of two. Facts come from `arange`, constants, argument specialisation and hints, and
-//! flow through broadcasts, additions, products, shifts by constants and comparisons; anything
-//! else knows nothing.
+//! flow through broadcasts, additions, products, shifts by constants, comparisons and loop-carried
+//! values; anything else knows nothing.
 
 use std::collections::HashMap;
 
@@ -53,6 +53,11 @@ fn pow2_factor(v: i64) -> u64 {
 /// Facts for every integer and pointer value of `k` that has any.
 pub fn analyze(k: &Kernel, spec: &[ArgSpec]) -> HashMap<ValueId, AxisInfo> {
     let mut ints = HashMap::new();
+    for (i, p) in k.params.iter().enumerate() {
+        if spec.get(i).is_some_and(|s| s.equals_one) {
+            ints.insert(p.value, 1);
+        }
+    }
     k.walk(&mut |op| match &op.kind {
         OpKind::Const(ConstValue::Int(v)) => {
             ints.insert(op.results[0], *v);
@@ -68,6 +73,7 @@ pub fn analyze(k: &Kernel, spec: &[ArgSpec]) -> HashMap<ValueId, AxisInfo> {
         k,
         info: HashMap::new(),
         ints,
+        depth: 0,
     };
     for (i, p) in k.params.iter().enumerate() {
         let s = spec.get(i).copied().unwrap_or_default();
@@ -95,6 +101,9 @@ struct Analysis<'a> {
     info: HashMap<ValueId, AxisInfo>,
     /// Integer constants, and tiles that broadcast one (shift amounts).
     ints: HashMap<ValueId, i64>,
+    /// Loops around the op being analysed (the fixed point runs only in the outer few, so
+    /// deep nests cost linear time).
+    depth: usize,
 }
 
 impl Analysis<'_> {
@@ -120,19 +129,65 @@ impl Analysis<'_> {
                 self.info.insert(op.results[0], i);
             }
             // A loop's induction variable takes `start + k * step`: divisible by whatever divides
-            // both (carried values stay unknown: they change from one iteration to the next).
+            // both.
             if let OpKind::For { .. } = op.kind
-                && let Some(iv) = op.regions.first().and_then(|r| r.args.first())
+                && let Some(body) = op.regions.first()
             {
                 let d = self
                     .get(op.operands[0])
                     .divisibility
                     .min(self.get(op.operands[2]).divisibility);
-                self.info.insert(*iv, AxisInfo::scalar(d));
+                self.info.insert(body.args[0], AxisInfo::scalar(d));
+                self.carried(op, body);
+                continue;
             }
             for sub in &op.regions {
                 self.region(sub);
             }
+        }
+    }
+
+    /// A loop's carried values: what holds for the initial values and for every next value the
+    /// body yields from them (a pointer advanced by a multiple of 16 bytes keeps its runs),
+    /// found by running the body until the facts stop shrinking (a few rounds; then nothing).
+    fn carried(&mut self, op: &Op, body: &Region) {
+        let mut facts: Vec<AxisInfo> = op.operands[3..].iter().map(|v| self.get(*v)).collect();
+        if self.depth >= 3 {
+            facts = vec![AxisInfo::UNKNOWN; facts.len()];
+        }
+        self.depth += 1;
+        self.carried_rounds(op, body, facts);
+        self.depth -= 1;
+    }
+
+    fn carried_rounds(&mut self, op: &Op, body: &Region, mut facts: Vec<AxisInfo>) {
+        for round in 0..=4 {
+            for (a, f) in body.args[1..].iter().zip(&facts) {
+                self.info.insert(*a, *f);
+            }
+            self.region(body);
+            let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) else {
+                return;
+            };
+            let next: Vec<AxisInfo> = facts
+                .iter()
+                .zip(&y.operands)
+                .map(|(f, v)| {
+                    let g = self.get(*v);
+                    AxisInfo {
+                        contiguity: f.contiguity.min(g.contiguity),
+                        divisibility: f.divisibility.min(g.divisibility),
+                        constancy: f.constancy.min(g.constancy),
+                    }
+                })
+                .collect();
+            if next == facts || self.depth > 3 {
+                for (r, f) in op.results.iter().zip(&facts) {
+                    self.info.insert(*r, *f);
+                }
+                return;
+            }
+            facts = if round == 3 { vec![AxisInfo::UNKNOWN; facts.len()] } else { next };
         }
     }
 
@@ -188,6 +243,9 @@ impl Analysis<'_> {
                         },
                         constancy,
                     ),
+                    // A product by an argument specialised to 1 is the other side.
+                    BinaryOp::Mul if self.ints.get(&op.operands[1]) == Some(&1) => x,
+                    BinaryOp::Mul if self.ints.get(&op.operands[0]) == Some(&1) => y,
                     BinaryOp::Mul => AxisInfo {
                         contiguity: 1,
                         divisibility: pow2_any(x).saturating_mul(pow2_any(y)).min(HUGE),

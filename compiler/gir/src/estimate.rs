@@ -2,12 +2,16 @@
 //! a kernel asks for and how many elements of each tile a thread holds. The optimizer calls
 //! these for every candidate configuration, where running the real lowering would be too slow.
 //!
-//! These functions mirror the lowering (`tile-codegen`'s `lower/`) rule for rule (`via_smem`, `stage`, `dot`, the full
-//! reduction's per-warp partials, and `need_smem`'s rounding to 16 bytes); the test
+//! Layouts, conversions, tensor-core dots, recomputed broadcasts and pipeline buffers come from
+//! the same [`GpuPlan`] the lowering reads; the remaining rules (`via_smem`, `stage`, the FMA
+//! `dot`, the full reduction's per-warp partials, and `need_smem`'s rounding to 16 bytes) mirror
+//! the lowering's (`tile-codegen`'s `lower/`); the test
 //! `estimate_matches_lowering` in `tests/suite/optimizer.rs` compares them with `compile` on
 //! every example and candidate, so a change to the lowering that forgets this file fails there.
 
-use tile_lang::ir::{DType, Elem, Kernel, OpKind, Type};
+use tile_lang::ir::{DType, Elem, Kernel, Op, OpKind, Region, Type, ValueId};
+
+use crate::assign::{GpuPlan, RECOMPUTE_OPS};
 
 use crate::layout::Layout;
 
@@ -46,16 +50,31 @@ fn tile_bytes(t: &Type) -> u32 {
     t.numel() as u32 * smem_size(t.elem)
 }
 
-/// The dynamic shared memory `compile` reports for `k` in blocks of `threads` threads.
-pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
+/// The dynamic shared memory `compile` reports for `k` in blocks of `threads` threads with
+/// loops pipelined `stages` deep: the pipeline region, then the largest scratch any op needs.
+pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
+    let plan = GpuPlan::new(k, threads / 32, stages);
     let mv = max_vec(k);
     let mut need = 0u32;
     let mut want = |bytes: u32| need = need.max(bytes.next_multiple_of(16));
-    k.walk(&mut |op| {
+    walk_with_yields(&k.body, &[], &mut |op, yields_to| {
+        // Operands the lowering converts to another layout go through scratch.
+        if !matches!(op.kind, OpKind::If) && !op.results.first().is_some_and(|r| plan.is_staged(*r)) {
+            for i in 0..op.operands.len() {
+                let v = op.operands[i];
+                if plan.conversion(k, op, i, yields_to).is_some() && !plan.is_splat(k, v) {
+                    want(tile_bytes(k.ty(v)));
+                }
+            }
+        }
         let src = || k.ty(op.operands[0]);
         let res = || k.ty(op.results[0]);
         match &op.kind {
-            OpKind::Broadcast if !src().is_scalar() => want(tile_bytes(src())),
+            OpKind::Broadcast
+                if !src().is_scalar() && plan.recompute_ops(k, op.operands[0], RECOMPUTE_OPS).is_none() =>
+            {
+                want(tile_bytes(src()))
+            }
             OpKind::ExpandDims(_) | OpKind::Reshape => {
                 let (a, b) = (
                     Layout::new(&src().shape, threads, mv),
@@ -68,15 +87,19 @@ pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
             }
             OpKind::Permute(_) | OpKind::Split => want(tile_bytes(src())),
             OpKind::Join => want(tile_bytes(src()) + tile_bytes(k.ty(op.operands[1]))),
-            OpKind::Dot(_) => {
-                let (a, b) = (src(), k.ty(op.operands[1]));
-                want((a.numel() + b.numel()) as u32 * smem_size(a.elem));
-            }
+            OpKind::Dot(_) => match plan.mma(op.results[0]) {
+                Some(_) if plan.dot_fully_staged(op.results[0]) => {}
+                Some(p) => want(p.smem_bytes() as u32),
+                None => {
+                    let (a, b) = (src(), k.ty(op.operands[1]));
+                    want((a.numel() + b.numel()) as u32 * smem_size(a.elem));
+                }
+            },
             // As many outputs as the lowering's block reduction reduces block-wide (FEW): one slot per warp each, twice.
             OpKind::Reduce { .. }
                 if res().numel() == 1
                     || (res().numel() <= 8
-                        && res().numel() * elems_per_thread(&src().shape, threads, max_vec(k)) <= 64) =>
+                        && res().numel() * elems_per_thread(&src().shape, threads, mv) <= 64) =>
             {
                 let warps = threads / 32;
                 if warps > 1 {
@@ -92,5 +115,20 @@ pub fn smem_bytes(k: &Kernel, threads: u32) -> u32 {
             _ => {}
         }
     });
-    need
+    if need == 0 { plan.pipeline_bytes } else { plan.pipeline_bytes + need }
+}
+
+/// Calls `f` on every op with the values a `yield` in its region hands its operands to (the
+/// results of the enclosing `for` or `if`; none for other regions).
+fn walk_with_yields(r: &Region, yields_to: &[ValueId], f: &mut dyn FnMut(&Op, &[ValueId])) {
+    for op in &r.ops {
+        f(op, yields_to);
+        let to: &[ValueId] = match op.kind {
+            OpKind::For { .. } | OpKind::If => &op.results,
+            _ => &[],
+        };
+        for sub in &op.regions {
+            walk_with_yields(sub, to, f);
+        }
+    }
 }

@@ -1,11 +1,16 @@
-//! The GPU stage's data, with no LLVM inside: the targets and their limits, how a tile's
-//! elements are laid out over a block's threads (`layout`), and the resources a kernel's lowering
-//! will need (`estimate`). The optimizer chooses configurations from these; the code generator
-//! lowers by them. The layout-aware GPU IR (mma and shared layouts, async copies, barriers) is
-//! to grow here.
+//! The GPU stage's data, with no LLVM inside: the targets and their limits, layouts as linear
+//! maps over GF(2) (`linear`), the chunked blocked layout (`layout`), tensor-core plans for `dot`
+//! with their fragment, shared-memory and `ldmatrix` layouts (`mma`), which loops copy their
+//! tensor-core operands ahead with `cp.async` (`pipeline`), the layout each tile of a
+//! kernel gets (`assign`), and the resources a kernel's lowering will need (`estimate`). The
+//! optimizer chooses configurations from these; the code generator lowers by them.
 
+pub mod assign;
 pub mod estimate;
 pub mod layout;
+pub mod linear;
+pub mod mma;
+pub mod pipeline;
 
 /// A target name that is not one of [`TARGETS`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

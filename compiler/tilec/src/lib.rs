@@ -186,6 +186,9 @@ enum Stage {
     Ir,
     /// The IR after the e-graph optimizer (exact rules only).
     Opt,
+    /// The GPU stage's decisions: each `dot`'s tensor-core plan, pipelined loops and their
+    /// stage buffers, and every tile not in the blocked layout.
+    Gir,
     LlvmIr,
     Ptx,
     /// Registers, shared memory and spills as ptxas reports them (needs ptxas).
@@ -559,6 +562,10 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
                 "{}: optimized in {:.2?}: {} -> {} ops, rules {:?}",
                 k.name, report.time, report.ops_before, report.ops_after, report.applied
             )?;
+        }
+        if emit.contains(&Stage::Gir) {
+            let plan = tile_driver::GpuPlan::new(c.kernel(), c.config.num_warps, c.config.num_stages);
+            write!(out, "{}", plan.render(c.kernel()))?;
         }
         // The back half, when a later stage is asked for.
         if until >= Until::Ptx {

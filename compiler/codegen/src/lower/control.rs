@@ -81,19 +81,24 @@ impl<'c> Lowering<'c, '_> {
     }
 
     pub(super) fn for_op(&mut self, op: &Op) -> R<()> {
+        if let Some(pl) = self.plan.pipelines.get(&op.regions[0].args[0]).cloned() {
+            return self.for_pipelined(op, &pl);
+        }
         let d = self.dtype(op.operands[0]);
         let (lo, hi, step) = (
             self.scalar(op.operands[0]).into_int_value(),
             self.scalar(op.operands[1]).into_int_value(),
             self.scalar(op.operands[2]).into_int_value(),
         );
-        let inits: Vec<Repr> = op.operands[3..].iter().map(|v| self.get(*v)).collect();
+        let inits: Vec<Repr> = (3..op.operands.len())
+            .map(|i| self.operand_in(op, i, &[]))
+            .collect::<R<_>>()?;
         let flat = Self::flatten(&inits);
         let body = op.regions[0].clone();
         let out = self.counted_loop(lo, hi, step, !d.is_unsigned(), flat, &mut |l, i, cur| {
             let mut args = vec![Repr::Scalar(i.into())];
             args.extend(Self::rebuild(&inits, &cur));
-            let y = l.region(&body, &args)?;
+            let y = l.region(&body, &args, &op.results)?;
             Ok(Self::flatten(&y))
         })?;
         for (r, v) in op.results.iter().zip(Self::rebuild(&inits, &out)) {
@@ -114,7 +119,7 @@ impl<'c> Lowering<'c, '_> {
         let mut arms = Vec::new();
         for (bb, region) in [(tb, &op.regions[0]), (eb, &op.regions[1])] {
             self.b.position_at_end(bb);
-            let y = self.region(region, &[])?;
+            let y = self.region(region, &[], &op.results)?;
             arms.push((Self::flatten(&y), y, self.b.get_insert_block().unwrap()));
             llvm(self.b.build_unconditional_branch(done))?;
         }

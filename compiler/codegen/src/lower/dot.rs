@@ -1,11 +1,22 @@
-//! `dot`: both operands through shared memory, then a plain FMA loop over the inner dimension.
+//! `dot`: on tensor cores when the GPU plan has a [`MmaPlan`] for it (operands written to
+//! swizzled shared memory, fragments read with `ldmatrix`, `mma.sync.m16n8k16` into the
+//! accumulator layout), else both operands through shared memory and a plain FMA loop over the
+//! inner dimension.
 
+use inkwell::AddressSpace;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue};
+use tile_gir::linear::LinearLayout;
+use tile_gir::mma::{MmaPlan, Swizzle};
 use tile_lang::ir::*;
 
-use super::{Lowering, R, Repr, llvm};
+use super::{Lowering, R, Repr, SHARED, llvm};
 
 impl<'c> Lowering<'c, '_> {
     pub(super) fn dot(&mut self, op: &Op, p: Precision) -> R<()> {
+        if let Some(plan) = self.plan.mma(op.results[0]).cloned() {
+            return self.dot_mma(op, &plan);
+        }
         let (a, b, c) = (op.operands[0], op.operands[1], op.operands[2]);
         let (ta, tb) = (self.k.ty(a).clone(), self.k.ty(b).clone());
         let (m, kk, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
@@ -68,5 +79,170 @@ impl<'c> Lowering<'c, '_> {
         )?;
         self.set(op.results[0], Repr::Tile(out));
         Ok(())
+    }
+}
+
+impl<'c> Lowering<'c, '_> {
+    fn dot_mma(&mut self, op: &Op, plan: &MmaPlan) -> R<()> {
+        let (a, b, c) = (op.operands[0], op.operands[1], op.operands[2]);
+        let esz = plan.input.bytes() as u32;
+        let (sa, sb) = (self.staged.get(&a).copied(), self.staged.get(&b).copied());
+        // Operands a pipelined loop did not copy ahead go through scratch: the previous readers
+        // (an earlier iteration's ldmatrix) must be done before they are overwritten.
+        let scratch = self.plan.pipeline_bytes;
+        let b_off = (plan.m * plan.k) as u32 * esz;
+        if sa.is_none() || sb.is_none() {
+            self.need_smem(plan.smem_bytes() as u32);
+            self.barrier()?;
+            if sa.is_none() {
+                self.operand_to_smem(a, &plan.a_smem(), scratch)?;
+            }
+            if sb.is_none() {
+                self.operand_to_smem(b, &plan.b_smem(), scratch + b_off)?;
+            }
+            self.barrier()?;
+        }
+        let a_base = sa.unwrap_or(self.i32c(scratch as u64));
+        let b_base = sb.unwrap_or(self.i32c((scratch + b_off) as u64));
+        let mut acc = self.elems(c);
+        let a_rows = plan.a_rows().then(&plan.a_smem().map());
+        let b_rows = plan.b_rows().then(&plan.b_smem().map());
+        let (a_part, b_part) = (self.thread_part(&a_rows)?, self.thread_part(&b_rows)?);
+        let (tm, tn, pairs) = (plan.tiles_m(), plan.tiles_n(), plan.b_pairs());
+        for kk in 0..plan.steps_k() {
+            let mut af = Vec::with_capacity(tm);
+            for mi in 0..tm {
+                let e = self.at(a_part, a_rows.reg_part(mi + tm * kk))?;
+                af.push(self.ldmatrix(e, a_base, false)?);
+            }
+            let mut bf = Vec::with_capacity(pairs);
+            for nj in 0..pairs {
+                let e = self.at(b_part, b_rows.reg_part(nj + pairs * kk))?;
+                bf.push(self.ldmatrix(e, b_base, true)?);
+            }
+            for mi in 0..tm {
+                for ni in 0..tn {
+                    let r0 = 4 * (ni + tn * mi);
+                    let bb = &bf[ni / 2][2 * (ni % 2)..2 * (ni % 2) + 2];
+                    let d = self.mma(plan.input, &af[mi], bb, &acc[r0..r0 + 4])?;
+                    acc[r0..r0 + 4].copy_from_slice(&d);
+                }
+            }
+        }
+        self.set(op.results[0], Repr::Tile(acc));
+        Ok(())
+    }
+
+    /// Writes operand `v` (in whatever layout it has) into shared memory at byte `base`, swizzled
+    /// by `swz`; runs of consecutive elements go as one vector store.
+    pub(super) fn operand_to_smem(&mut self, v: ValueId, swz: &Swizzle, base: u32) -> R<()> {
+        let base = self.i32c(base as u64);
+        self.operand_to_smem_at(v, swz, base)
+    }
+
+    /// [`operand_to_smem`](Self::operand_to_smem) at a byte address computed at run time.
+    pub(super) fn operand_to_smem_at(&mut self, v: ValueId, swz: &Swizzle, base: IntValue<'c>) -> R<()> {
+        let lay = self.lin(v);
+        let t = self.k.ty(v).clone();
+        let vals = self.elems(v);
+        let run = contiguous_run(&lay).min(swz.vec);
+        let phys = lay.then(&swz.map());
+        let part = self.thread_part(&phys)?;
+        let own = self.owns(&lay)?;
+        let et = self.ty(t.elem);
+        let esz = Self::smem_size(t.elem);
+        self.when(own, |l| {
+            for g in 0..vals.len() / run {
+                let e = l.at(part, phys.reg_part(g * run))?;
+                let off = llvm(l.b.build_int_mul(e, l.i32c(esz as u64), ""))?;
+                let off = llvm(l.b.build_int_add(off, base, ""))?;
+                let p = l.smem_abs_ptr(off)?;
+                let x: BasicValueEnum = if run == 1 {
+                    vals[g]
+                } else {
+                    let vt = vector_of(et, run as u32);
+                    let mut x = vt.get_undef();
+                    for j in 0..run {
+                        x = llvm(l.b.build_insert_element(x, vals[g * run + j], l.i32c(j as u64), ""))?;
+                    }
+                    x.into()
+                };
+                let st = llvm(l.b.build_store(p, x))?;
+                st.set_alignment(run as u32 * esz).map_err(|e| crate::CodegenError::Llvm(e.to_string()))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// `ldmatrix.x4` (`.trans` for B) of the rows at element `e` of the 16-bit array at shared
+    /// byte `base`.
+    fn ldmatrix(&self, e: IntValue<'c>, base: IntValue<'c>, trans: bool) -> R<Vec<BasicValueEnum<'c>>> {
+        let off = llvm(self.b.build_int_mul(e, self.i32c(2), ""))?;
+        let off = llvm(self.b.build_int_add(off, base, ""))?;
+        let p = self.smem_abs_ptr(off)?;
+        let name = if trans {
+            "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
+        } else {
+            "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16"
+        };
+        let pty = self.ctx.ptr_type(AddressSpace::from(SHARED));
+        let s = self.intr1(name, &[pty.into()], &[p.into()])?.into_struct_value();
+        (0..4)
+            .map(|i| llvm(self.b.build_extract_value(s, i, "")))
+            .collect()
+    }
+
+    /// One `mma.sync.m16n8k16.row.col` with f32 accumulators.
+    fn mma(
+        &self,
+        input: DType,
+        a: &[BasicValueEnum<'c>],
+        b: &[BasicValueEnum<'c>],
+        c: &[BasicValueEnum<'c>],
+    ) -> R<Vec<BasicValueEnum<'c>>> {
+        let (name, cast): (&str, Option<BasicTypeEnum<'c>>) = match input {
+            DType::BF16 => ("llvm.nvvm.mma.m16n8k16.row.col.bf16", None),
+            _ => (
+                "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
+                Some(self.ctx.f16_type().vec_type(2).into()),
+            ),
+        };
+        let mut args = Vec::with_capacity(10);
+        for x in a.iter().chain(b) {
+            args.push(match cast {
+                Some(t) => llvm(self.b.build_bit_cast(*x, t, ""))?,
+                None => *x,
+            });
+        }
+        args.extend_from_slice(c);
+        let s = self.intr1(name, &[], &args)?.into_struct_value();
+        (0..4)
+            .map(|i| llvm(self.b.build_extract_value(s, i, "")))
+            .collect()
+    }
+}
+
+/// How many consecutive slots (1, 2, 4 or 8, from a multiple of it) hold consecutive elements
+/// starting at a multiple of that count, for every thread.
+pub(super) fn contiguous_run(l: &LinearLayout) -> usize {
+    let mut bits = 0;
+    while bits < 3 && l.reg.get(bits) == Some(&(1 << bits)) {
+        bits += 1;
+    }
+    loop {
+        let run = 1usize << bits;
+        let others = l.reg[bits..].iter().chain(&l.lane).chain(&l.warp);
+        if bits == 0 || others.into_iter().all(|b| b % run == 0) {
+            return run;
+        }
+        bits -= 1;
+    }
+}
+
+fn vector_of(t: BasicTypeEnum<'_>, n: u32) -> inkwell::types::VectorType<'_> {
+    match t {
+        BasicTypeEnum::FloatType(f) => f.vec_type(n),
+        BasicTypeEnum::IntType(i) => i.vec_type(n),
+        _ => unreachable!("tensor-core operands are 16-bit floats"),
     }
 }

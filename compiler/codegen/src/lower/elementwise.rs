@@ -36,66 +36,56 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    pub(super) fn unary_op(&mut self, op: &Op, u: UnaryOp) -> R<()> {
-        let d = self.dtype(op.operands[0]);
+    /// An elementwise op (unary, binary, comparison, `fma`, `select`, cast, bitcast, pointer
+    /// offset) on tiles:
+    /// [`element`](Self::element) on each slot.
+    pub(super) fn elementwise(&mut self, op: &Op) -> R<()> {
+        self.map(op, &|l, a| l.element(op, a))
+    }
+
+    /// An elementwise op applied to one element of each operand.
+    pub(super) fn element(&self, op: &Op, a: &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>> {
         let loc = op.loc;
-        self.map(op, &|l, a| l.unary(u, d, a[0], loc))
-    }
-
-    pub(super) fn binary_op(&mut self, op: &Op, bop: BinaryOp) -> R<()> {
         let d = self.dtype(op.operands[0]);
-        self.map(op, &|l, a| l.binary(bop, d, a[0], a[1]))
-    }
-
-    pub(super) fn compare_op(&mut self, op: &Op, c: CmpOp) -> R<()> {
-        let e = self.k.ty(op.operands[0]).elem;
-        self.map(op, &|l, a| l.compare(c, e, a[0], a[1]))
-    }
-
-    pub(super) fn fma(&mut self, op: &Op) -> R<()> {
-        let t = self.ty(self.k.ty(op.operands[0]).elem);
-        self.map(op, &|l, a| l.intr1("llvm.fma", &[t], &[a[0], a[1], a[2]]))
-    }
-
-    pub(super) fn select(&mut self, op: &Op) -> R<()> {
-        self.map(op, &|l, a| {
-            llvm(l.b.build_select(a[0].into_int_value(), a[1], a[2], ""))
-        })
-    }
-
-    pub(super) fn cast_op(&mut self, op: &Op, r: Rounding) -> R<()> {
-        let (from, to) = (self.dtype(op.operands[0]), self.k.ty(op.results[0]).dtype().unwrap());
-        let loc = op.loc;
-        match r {
-            Rounding::Rtz => self.map(op, &|l, a| l.cast_toward_zero(from, to, a[0], loc)),
-            _ => self.map(op, &|l, a| l.cast(from, to, a[0], loc)),
+        match &op.kind {
+            OpKind::Unary(u) => self.unary(*u, d, a[0], loc),
+            OpKind::Binary(bop) => self.binary(*bop, d, a[0], a[1]),
+            OpKind::Cmp(c) => self.compare(*c, self.k.ty(op.operands[0]).elem, a[0], a[1]),
+            OpKind::Fma => {
+                let t = self.ty(self.k.ty(op.operands[0]).elem);
+                self.intr1("llvm.fma", &[t], &[a[0], a[1], a[2]])
+            }
+            OpKind::Select => llvm(self.b.build_select(a[0].into_int_value(), a[1], a[2], "")),
+            OpKind::Cast(r) => {
+                let to = self.k.ty(op.results[0]).dtype().unwrap();
+                match r {
+                    Rounding::Rtz => self.cast_toward_zero(d, to, a[0], loc),
+                    _ => self.cast(d, to, a[0], loc),
+                }
+            }
+            OpKind::Bitcast => {
+                let t = self.ty(self.k.ty(op.results[0]).elem);
+                llvm(self.b.build_bit_cast(a[0], t, ""))
+            }
+            OpKind::PtrAdd => {
+                let Elem::Ptr { pointee, .. } = self.k.ty(op.operands[0]).elem else {
+                    unreachable!("verified")
+                };
+                let od = self.dtype(op.operands[1]);
+                let off = a[1].into_int_value();
+                let off = if od.bits() == 64 {
+                    off
+                } else if od.is_signed() {
+                    llvm(self.b.build_int_s_extend(off, self.ctx.i64_type(), ""))?
+                } else {
+                    llvm(self.b.build_int_z_extend(off, self.ctx.i64_type(), ""))?
+                };
+                let et = self.ty(Elem::Scalar(pointee));
+                let p = unsafe { llvm(self.b.build_gep(et, a[0].into_pointer_value(), &[off], ""))? };
+                Ok(p.into())
+            }
+            _ => Err(CodegenError::unsupported("this op", op.kind.name(), loc)),
         }
-    }
-
-    pub(super) fn bitcast(&mut self, op: &Op) -> R<()> {
-        let t = self.ty(self.k.ty(op.results[0]).elem);
-        self.map(op, &|l, a| llvm(l.b.build_bit_cast(a[0], t, "")))
-    }
-
-    pub(super) fn ptr_add(&mut self, op: &Op) -> R<()> {
-        let pointee = match self.k.ty(op.operands[0]).elem {
-            Elem::Ptr { pointee, .. } => pointee,
-            _ => unreachable!("verified"),
-        };
-        let od = self.dtype(op.operands[1]);
-        let et = self.ty(Elem::Scalar(pointee));
-        self.map(op, &|l, a| {
-            let off = a[1].into_int_value();
-            let off = if od.bits() == 64 {
-                off
-            } else if od.is_signed() {
-                llvm(l.b.build_int_s_extend(off, l.ctx.i64_type(), ""))?
-            } else {
-                llvm(l.b.build_int_z_extend(off, l.ctx.i64_type(), ""))?
-            };
-            let p = unsafe { llvm(l.b.build_gep(et, a[0].into_pointer_value(), &[off], ""))? };
-            Ok(p.into())
-        })
     }
 
     fn unary(&self, u: UnaryOp, d: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {

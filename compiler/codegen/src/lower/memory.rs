@@ -86,7 +86,7 @@ impl<'c> Lowering<'c, '_> {
     /// The vector width (elements) for accesses to a tile of pointers `ptr` under `mask`: the
     /// layout's chunk when the chunk's addresses are consecutive, aligned to the whole vector, and
     /// the mask is one value over it; else 1.
-    fn vector_width(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem) -> usize {
+    pub(super) fn vector_width(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem) -> usize {
         let t = self.k.ty(ptr);
         if t.is_scalar() || matches!(e, Elem::Scalar(DType::Bool) | Elem::Ptr { .. }) {
             return 1;

@@ -9,11 +9,13 @@
 //! intrinsics and inline asm.
 
 mod control;
+mod convert;
 mod dot;
 mod elementwise;
 mod helpers;
 mod index;
 mod memory;
+mod pipeline;
 mod reduce;
 mod scan;
 mod shape;
@@ -26,6 +28,7 @@ use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use tile_gir::assign::GpuPlan;
 use tile_lang::ir::*;
 
 use crate::CodegenError;
@@ -51,14 +54,17 @@ pub(crate) fn lower<'c>(
     module: &Module<'c>,
     k: &Kernel,
     threads: u32,
+    stages: u32,
     spec: &[crate::ArgSpec],
 ) -> R<u32> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
     let max_vec = crate::estimate::max_vec(k);
+    let plan = GpuPlan::new(k, threads / 32, stages);
     let mut l = Lowering {
         info,
         max_vec,
+        plan,
         ctx,
         m: module,
         b,
@@ -69,10 +75,11 @@ pub(crate) fn lower<'c>(
         vals: HashMap::new(),
         smem: None,
         smem_bytes: 0,
+        staged: HashMap::new(),
         smem_state: SmemState::Fresh,
     };
     l.kernel()?;
-    Ok(l.smem_bytes)
+    Ok(l.smem_bytes.max(l.plan.pipeline_bytes))
 }
 
 /// One kernel's lowering: the LLVM handles, the kernel, the registers of every value lowered so
@@ -82,6 +89,8 @@ struct Lowering<'c, 'a> {
     max_vec: usize,
     /// What the axis analysis knows about integer and pointer values.
     info: HashMap<ValueId, crate::axis::AxisInfo>,
+    /// The layout of every tile and the tensor-core plan of every `dot` (the GPU stage).
+    plan: GpuPlan,
     ctx: &'c Context,
     m: &'a Module<'c>,
     b: Builder<'c>,
@@ -92,6 +101,9 @@ struct Lowering<'c, 'a> {
     vals: HashMap<ValueId, Repr<'c>>,
     smem: Option<PointerValue<'c>>,
     smem_bytes: u32,
+    /// Loads of the pipelined loop being lowered whose tiles are in shared memory: the byte
+    /// address of this iteration's stage (their `dot` reads it; the load itself is skipped).
+    staged: HashMap<ValueId, IntValue<'c>>,
     /// What shared memory held last, in straight-line code (see [`SmemState`]).
     smem_state: SmemState,
 }
@@ -135,21 +147,31 @@ impl<'c> Lowering<'c, '_> {
             self.vals.insert(p.value, Repr::Scalar(v));
         }
         let body = self.k.body.clone();
-        self.region(&body, &[])?;
+        self.region(&body, &[], &[])?;
         llvm(self.b.build_return(None))?;
         Ok(())
     }
 
-    /// Lowers a region with its arguments bound; returns the values of its `yield`.
-    fn region(&mut self, r: &Region, args: &[Repr<'c>]) -> R<Vec<Repr<'c>>> {
+    /// Lowers a region with its arguments bound; returns the values of its `yield`, in the
+    /// layouts of `yields_to` (the results of the `for` or `if` that owns the region).
+    fn region(&mut self, r: &Region, args: &[Repr<'c>], yields_to: &[ValueId]) -> R<Vec<Repr<'c>>> {
         for (a, v) in r.args.iter().zip(args) {
             self.vals.insert(*a, v.clone());
         }
         for op in &r.ops {
             if let OpKind::Yield = op.kind {
-                return Ok(op.operands.iter().map(|v| self.get(*v)).collect());
+                return (0..op.operands.len())
+                    .map(|i| self.operand_in(op, i, yields_to))
+                    .collect();
             }
+            if op.results.first().is_some_and(|r| self.staged.contains_key(r)) {
+                continue;
+            }
+            let saved = self.prepare_operands(op)?;
             self.op(op)?;
+            for (v, r) in saved {
+                self.vals.insert(v, r);
+            }
         }
         Ok(vec![])
     }
@@ -233,14 +255,14 @@ impl<'c> Lowering<'c, '_> {
             OpKind::Permute(p) => self.permute(op, p)?,
             OpKind::Join => self.join(op)?,
             OpKind::Split => self.split(op)?,
-            OpKind::Unary(u) => self.unary_op(op, *u)?,
-            OpKind::Binary(bop) => self.binary_op(op, *bop)?,
-            OpKind::Cmp(c) => self.compare_op(op, *c)?,
-            OpKind::Fma => self.fma(op)?,
-            OpKind::Select => self.select(op)?,
-            OpKind::Cast(r) => self.cast_op(op, *r)?,
-            OpKind::Bitcast => self.bitcast(op)?,
-            OpKind::PtrAdd => self.ptr_add(op)?,
+            OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Cmp(_)
+            | OpKind::Fma
+            | OpKind::Select
+            | OpKind::Cast(_)
+            | OpKind::Bitcast
+            | OpKind::PtrAdd => self.elementwise(op)?,
             OpKind::Load { mask, other } => self.load(op, *mask, *other)?,
             OpKind::Store { mask } => self.store(op, *mask)?,
             OpKind::Atomic { op: a, mask } => self.atomic(op, Some(*a), *mask)?,

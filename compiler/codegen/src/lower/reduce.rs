@@ -276,7 +276,7 @@ impl<'c> Lowering<'c, '_> {
     pub(super) fn reduce_with(&mut self, op: &Op, axis: usize) -> R<()> {
         let region = op.regions[0].clone();
         self.reduce_generic(op, axis, &mut |l, a, b| {
-            let r = l.region(&region, &[Repr::Scalar(a), Repr::Scalar(b)])?;
+            let r = l.region(&region, &[Repr::Scalar(a), Repr::Scalar(b)], &[])?;
             Ok(match &r[0] {
                 Repr::Scalar(s) => *s,
                 Repr::Tile(t) => t[0],

@@ -5,6 +5,7 @@ use inkwell::values::IntValue;
 use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, llvm};
+use tile_gir::assign::RECOMPUTE_OPS;
 
 impl<'c> Lowering<'c, '_> {
     /// `program_id` or `num_programs` along axis `a`: a special register.
@@ -35,12 +36,33 @@ impl<'c> Lowering<'c, '_> {
         let rt = self.k.ty(op.results[0]).clone();
         let src = op.operands[0];
         let st = self.k.ty(src).clone();
+        let lay = self.lin(op.results[0]);
         let r = if st.is_scalar() {
-            Repr::Tile(vec![self.scalar(src); self.layout(&rt).per_thread()])
+            self.splat_in(self.scalar(src), &lay)
+        } else if self.plan.recompute_ops(self.k, src, RECOMPUTE_OPS).is_some() {
+            // Made of indices and scalars: computed again at each result index, in registers.
+            let part = self.thread_part_here(&lay)?;
+            let strides = crate::layout::strides(&rt.shape);
+            let off = rt.shape.len() - st.shape.len();
+            let mut out = Vec::with_capacity(lay.regs());
+            for r in 0..lay.regs() {
+                let e = self.at(part, lay.reg_part(r))?;
+                let idx: Vec<IntValue> = (0..rt.shape.len())
+                    .map(|d| {
+                        let s = llvm(self.b.build_right_shift(e, self.i32c(strides[d].trailing_zeros() as u64), false, ""))?;
+                        llvm(self.b.build_and(s, self.i32c(rt.shape[d] as u64 - 1), ""))
+                    })
+                    .collect::<R<_>>()?;
+                let picked: Vec<IntValue> = (0..st.shape.len())
+                    .map(|d| if st.shape[d] == 1 { self.i32c(0) } else { idx[d + off] })
+                    .collect();
+                out.push(self.remat(src, &picked)?);
+            }
+            Repr::Tile(out)
         } else {
             let off = rt.shape.len() - st.shape.len();
             let sshape = st.shape.clone();
-            self.via_smem(&[src], &rt, &|l, idx| {
+            self.via_smem_in(&[src], &rt, &lay, &|l, idx| {
                 let picked: Vec<IntValue> = (0..sshape.len())
                     .map(|d| if sshape[d] == 1 { l.i32c(0) } else { idx[d + off] })
                     .collect();
@@ -117,5 +139,39 @@ impl<'c> Lowering<'c, '_> {
             self.set(*res, r);
         }
         Ok(())
+    }
+}
+
+impl<'c> Lowering<'c, '_> {
+    /// Tile `v` (see `GpuPlan::recompute_ops`) at multi-index `idx`.
+    fn remat(&mut self, v: ValueId, idx: &[IntValue<'c>]) -> R<inkwell::values::BasicValueEnum<'c>> {
+        if self.k.ty(v).is_scalar() || self.plan.is_splat(self.k, v) {
+            return Ok(self.elems(v)[0]);
+        }
+        let op = self.plan.def(v).expect("recomputable values have defining ops").clone();
+        match &op.kind {
+            OpKind::Arange { start, .. } => Ok(llvm(self.b.build_int_add(idx[0], self.i32c(*start as u64), ""))?.into()),
+            OpKind::ExpandDims(axis) => {
+                let mut i = idx.to_vec();
+                i.remove(*axis);
+                self.remat(op.operands[0], &i)
+            }
+            OpKind::Broadcast => {
+                let sshape = self.k.ty(op.operands[0]).shape.clone();
+                let off = idx.len() - sshape.len();
+                let picked: Vec<IntValue> = (0..sshape.len())
+                    .map(|d| if sshape[d] == 1 { self.i32c(0) } else { idx[d + off] })
+                    .collect();
+                self.remat(op.operands[0], &picked)
+            }
+            _ => {
+                let args = op
+                    .operands
+                    .iter()
+                    .map(|o| self.remat(*o, idx))
+                    .collect::<R<Vec<_>>>()?;
+                self.element(&op, &args)
+            }
+        }
     }
 }

@@ -33,11 +33,19 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
+    /// Scratch of `bytes` bytes (after the pipeline region) is used.
     pub(super) fn need_smem(&mut self, bytes: u32) {
-        self.smem_bytes = self.smem_bytes.max(bytes.next_multiple_of(16));
+        self.smem_bytes = self.smem_bytes.max(self.plan.pipeline_bytes + bytes.next_multiple_of(16));
     }
 
-    fn smem_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
+    /// The address of scratch byte `byte_off` (scratch starts after the pipeline region).
+    pub(super) fn smem_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
+        let off = llvm(self.b.build_int_add(byte_off, self.i32c(self.plan.pipeline_bytes as u64), ""))?;
+        self.smem_abs_ptr(off)
+    }
+
+    /// The address of byte `byte_off` of shared memory.
+    pub(super) fn smem_abs_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
         let base = self.smem.expect("declared at kernel entry");
         let off = llvm(self.b.build_int_z_extend(byte_off, self.ctx.i64_type(), ""))?;
         unsafe { llvm(self.b.build_in_bounds_gep(self.ctx.i8_type(), base, &[off], "")) }
@@ -152,6 +160,46 @@ impl<'c> Lowering<'c, '_> {
         }
         self.barrier()?;
         self.gather(result, elem, 0, index)
+    }
+
+    /// [`via_smem`](Self::via_smem) with the result in layout `lay` (the blocked layout takes the
+    /// chunked path).
+    pub(super) fn via_smem_in(
+        &mut self,
+        srcs: &[ValueId],
+        result: &Type,
+        lay: &tile_gir::linear::LinearLayout,
+        index: &dyn Fn(&Self, &[IntValue<'c>]) -> R<IntValue<'c>>,
+    ) -> R<Repr<'c>> {
+        let blocked = tile_gir::linear::LinearLayout::blocked(&result.shape, self.threads, self.max_vec);
+        if result.is_scalar() || *lay == blocked {
+            return self.via_smem(srcs, result, index);
+        }
+        let elem = self.k.ty(srcs[0]).elem;
+        let sz = Self::smem_size(elem);
+        let total: u32 = srcs.iter().map(|s| self.k.ty(*s).numel() as u32 * sz).sum();
+        self.need_smem(total);
+        self.barrier()?;
+        let mut base = 0;
+        for s in srcs {
+            self.tile_to_smem(*s, base)?;
+            base += self.k.ty(*s).numel() as u32 * sz;
+        }
+        self.barrier()?;
+        let part = self.thread_part(lay)?;
+        let st = crate::layout::strides(&result.shape);
+        let mut out = Vec::with_capacity(lay.regs());
+        for r in 0..lay.regs() {
+            let e = self.at(part, lay.reg_part(r))?;
+            let idx: Vec<IntValue<'c>> = (0..result.shape.len())
+                .map(|d| {
+                    let s = llvm(self.b.build_right_shift(e, self.i32c(st[d].trailing_zeros() as u64), false, ""))?;
+                    llvm(self.b.build_and(s, self.i32c(result.shape[d] as u64 - 1), ""))
+                })
+                .collect::<R<_>>()?;
+            out.push(self.smem_load(elem, 0, index(self, &idx)?)?);
+        }
+        Ok(Repr::Tile(out))
     }
 
     /// Writes a tile to shared memory between barriers, for reading back in another layout.

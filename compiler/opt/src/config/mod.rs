@@ -314,10 +314,10 @@ impl Problem {
 }
 
 /// Estimates one checked candidate.
-pub fn estimate(k: &Kernel, num_warps: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
+pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
     let threads = num_warps * t.target.warp_size;
-    let regs = registers(k, threads);
-    let smem = tile_gir::estimate::smem_bytes(k, threads);
+    let regs = registers(k, threads, num_stages);
+    let smem = tile_gir::estimate::smem_bytes(k, threads, num_stages);
     let alloc = regs.next_multiple_of(t.reg_granule) * threads;
     let by_regs = t.regs_per_sm / alloc.max(1);
     let by_smem = if smem == 0 {
@@ -348,7 +348,11 @@ pub fn estimate(k: &Kernel, num_warps: u32, launch: &Launch, t: &TargetDesc) -> 
         by_warps(t.mem_saturating_warps)
     };
     let dram_s = term(w.dram_bytes, t.dram_bytes_per_s, mem_efficiency);
-    let alu_s = term(w.insts, t.insts_per_s, by_warps(t.alu_saturating_warps));
+    let alu_s = term(w.insts, t.insts_per_s, by_warps(t.alu_saturating_warps)).max(term(
+        w.mma_flops,
+        t.mma_flops_per_s,
+        by_warps(t.mma_saturating_warps),
+    ));
     let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, by_warps(t.alu_saturating_warps));
     Estimate {
         registers: regs,
@@ -515,7 +519,7 @@ pub fn choose_on(
             }
         };
         let launch = prob.launch(&k)?;
-        let e = estimate(&k, config.num_warps, &launch, t);
+        let e = estimate(&k, config.num_warps, config.num_stages, &launch, t);
         let verdict = if e.registers > e.reg_budget {
             Verdict::Spills {
                 registers: e.registers,

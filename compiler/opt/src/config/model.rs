@@ -4,7 +4,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use tile_gir::assign::GpuPlan;
 use tile_gir::estimate;
+use tile_gir::mma::MmaPlan;
 use tile_lang::ir::{BinaryOp, ConstValue, DType, Elem, Kernel, Op, OpKind, Region, ValueId};
 
 /// Registers every kernel needs besides its tile values: thread and block ids, the shared-memory
@@ -40,6 +42,9 @@ struct Regs<'a> {
     index: HashSet<ValueId>,
     /// Scalars broadcast to a tile: every element is the one register of the scalar.
     splats: HashSet<ValueId>,
+    /// Loads a pipelined loop copies into shared memory with cp.async: never in registers.
+    staged: HashSet<ValueId>,
+    plan: GpuPlan,
 }
 
 impl Regs<'_> {
@@ -51,17 +56,42 @@ impl Regs<'_> {
         if self.splats.contains(&v) {
             return words(t.elem);
         }
+        if self.staged.contains(&v) {
+            return 0;
+        }
         let elems = estimate::elems_per_thread(&t.shape, self.threads, self.max_vec);
-        // Only for effectively 1-D tiles: a 2-D index tile with several rows is built by
-        // broadcasting through shared memory and accessed element by element, one address and
-        // one predicate each (ptxas spilled predicates of row_reduce's [8, 256] at 80 registers).
-        let one_row = t.shape.iter().rev().skip(1).all(|&d| d == 1);
-        let held = if one_row && self.index.contains(&v) {
+        // Index tiles are recomputed per vector access (broadcasts of them are computed in
+        // registers at each index, see `GpuPlan::recompute_ops`).
+        let held = if self.index.contains(&v) {
             elems.div_ceil(self.max_vec)
         } else {
             elems
         };
         held * words(t.elem)
+    }
+
+    /// Registers an op needs while it runs besides its operands and results: a tensor-core
+    /// `dot`'s operand fragments for one k-step (4 per m16 tile of A, 4 per pair of n8 tiles of B).
+    fn temporaries(&self, op: &Op) -> usize {
+        // An operand converted to another layout is a second copy while the op runs.
+        let copies: usize = (0..op.operands.len())
+            .filter(|i| {
+                !matches!(op.kind, OpKind::For { .. } | OpKind::If | OpKind::Yield)
+                    && self.plan.conversion(self.k, op, *i, &[]).is_some()
+                    && !self.plan.is_splat(self.k, op.operands[*i])
+            })
+            .map(|i| self.cost(op.operands[i]))
+            .sum();
+        let OpKind::Dot(_) = op.kind else { return copies };
+        // Besides the fragments: the thread's parts of the ldmatrix and swizzled-store addresses
+        // of both operands (fitted on attention, where ptxas held ~8 more than the fragments).
+        const MMA_ADDRESS_REGS: usize = 8;
+        let (a, c) = (self.k.ty(op.operands[0]), self.k.ty(op.operands[2]));
+        let (Some(din), Some(acc)) = (a.dtype(), c.dtype()) else { return 0 };
+        match MmaPlan::new(a.shape[0], c.shape[1], a.shape[1], din, acc, self.threads / 32) {
+            Ok(p) => copies + 4 * p.tiles_m() + 4 * p.b_pairs() + MMA_ADDRESS_REGS,
+            Err(_) => copies,
+        }
     }
 
     fn sum(&self, vs: impl Iterator<Item = ValueId>) -> usize {
@@ -103,7 +133,7 @@ impl Regs<'_> {
             }
             let live_out = self.sum(live.iter().copied());
             let defined: usize = self.sum(op.results.iter().copied());
-            peak = peak.max(outer + live_in.max(live_out).max(defined));
+            peak = peak.max(outer + live_in.max(live_out).max(defined) + self.temporaries(op));
         }
         peak
     }
@@ -151,12 +181,19 @@ fn index_tiles(k: &Kernel) -> HashSet<ValueId> {
 }
 
 /// Estimated 32-bit registers per thread for `k` in blocks of `threads` threads.
-pub fn registers(k: &Kernel, threads: u32) -> u32 {
+pub fn registers(k: &Kernel, threads: u32, stages: u32) -> u32 {
     let (mut consts, mut splats) = (HashSet::new(), HashSet::new());
     k.walk(&mut |op| match op.kind {
         OpKind::Const(_) => consts.extend(op.results.iter().copied()),
         OpKind::Broadcast if k.ty(op.operands[0]).shape.is_empty() => splats.extend(op.results.iter().copied()),
         _ => {}
+    });
+    let plan = GpuPlan::new(k, threads / 32, stages);
+    let mut staged = HashSet::new();
+    k.walk(&mut |op| {
+        if matches!(op.kind, OpKind::Load { .. }) && plan.is_staged(op.results[0]) {
+            staged.insert(op.results[0]);
+        }
     });
     let r = Regs {
         k,
@@ -165,10 +202,19 @@ pub fn registers(k: &Kernel, threads: u32) -> u32 {
         consts,
         index: index_tiles(k),
         splats,
+        staged,
+        plan,
     };
     let mut defs: Vec<ValueId> = k.params.iter().map(|p| p.value).collect();
     defs.extend(k.body.args.iter().copied());
-    BASE_REGS + r.peak(&k.body, &defs, 0) as u32
+    // A pipelined loop holds the pointers of the iteration it copies ahead besides its own.
+    let mut ahead = 0;
+    k.walk(&mut |op| {
+        if matches!(op.kind, OpKind::Load { .. }) && r.plan.is_staged(op.results[0]) {
+            ahead += r.cost(op.operands[0]);
+        }
+    });
+    BASE_REGS + (r.peak(&k.body, &defs, 0) + ahead) as u32
 }
 
 /// The work of one program, summed over its loops' trip counts.
@@ -181,6 +227,8 @@ pub struct Work {
     pub insts: f64,
     /// Bytes written to and read from shared memory.
     pub smem_bytes: f64,
+    /// Flops of dots that run on tensor cores.
+    pub mma_flops: f64,
     /// The most global-load bytes one program issues in one straight stretch of code (the body,
     /// or one iteration of a loop): what it can have in flight at once.
     pub burst_bytes: f64,
@@ -312,9 +360,22 @@ impl CostWalk<'_> {
                 let (a, b) = (k.ty(op.operands[0]), k.ty(op.operands[1]));
                 let (mm, kk, nn) = (a.shape[0] as f64, a.shape[1] as f64, b.shape[1] as f64);
                 let sz = bytes(op.operands[0]);
-                self.work.insts += mm * nn * kk * m;
-                // Both operands written once, then every product reads one element of each.
-                self.work.smem_bytes += ((mm * kk + kk * nn) * sz + 2.0 * mm * nn * kk * sz) * m;
+                let acc = k.ty(op.operands[2]).dtype().unwrap_or(DType::F32);
+                let din = a.dtype().unwrap_or(DType::F32);
+                let warps = self.threads / 32;
+                match MmaPlan::new(mm as usize, nn as usize, kk as usize, din, acc, warps) {
+                    Ok(p) => {
+                        self.work.mma_flops += 2.0 * mm * nn * kk * m;
+                        // Operands written once; each warp reads its rows of A and columns of B.
+                        let reads = mm * kk * p.warps_n as f64 + kk * nn * p.warps_m as f64;
+                        self.work.smem_bytes += ((mm * kk + kk * nn) * sz + reads * sz) * m;
+                    }
+                    Err(_) => {
+                        self.work.insts += mm * nn * kk * m;
+                        // Both operands written once, then every product reads one element of each.
+                        self.work.smem_bytes += ((mm * kk + kk * nn) * sz + 2.0 * mm * nn * kk * sz) * m;
+                    }
+                }
             }
             OpKind::Broadcast
             | OpKind::ExpandDims(_)

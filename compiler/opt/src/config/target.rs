@@ -20,8 +20,13 @@ pub struct TargetDesc {
     /// Measured device-to-device copy bandwidth (bytes read + written per second).
     pub dram_bytes_per_s: f64,
     /// Thread-instructions per second over the whole GPU (f32 FMA rate / 2: one FMA is two
-    /// flops). The codegen has no tensor-core path yet, so `dot` runs at this rate too.
+    /// flops); a `dot` without a tensor-core plan runs at this rate.
     pub insts_per_s: f64,
+    /// Flops per second of `mma.sync` (bf16/f16 into f32) over the whole GPU, for dots with a
+    /// tensor-core plan.
+    pub mma_flops_per_s: f64,
+    /// Resident warps per SM at which the tensor cores are kept busy (one per sub-partition).
+    pub mma_saturating_warps: u32,
     /// Shared-memory bandwidth over the whole GPU; `dot` reads both operands from it.
     pub smem_bytes_per_s: f64,
     /// The largest estimate the model trusts not to spill. ptxas spills before the ISA's 255:
@@ -56,6 +61,9 @@ impl TargetDesc {
             smem_reserved_per_block: 1024,
             dram_bytes_per_s: 4.3e12,
             insts_per_s: 30e12,
+            // tile's own pipelined mma.sync matmul reached 384 TFLOP/s at 8192³ (docs/gpu.md).
+            mma_flops_per_s: 400e12,
+            mma_saturating_warps: 4,
             smem_bytes_per_s: 128.0 * 1.98e9 * 132.0,
             spill_safe_regs: 128,
             mem_saturating_warps: 32,

@@ -1,0 +1,206 @@
+//! Pipelined loops (see `tile_gir::pipeline`): the tensor-core operands a loop loads are copied
+//! into shared memory `stages - 1` iterations ahead with `cp.async`, by evaluating the ops that
+//! compute their pointers and masks for the later iteration.
+
+use inkwell::IntPredicate;
+use inkwell::values::{BasicValueEnum, IntValue};
+use tile_gir::linear::LinearLayout;
+use tile_gir::pipeline::LoopPipeline;
+use tile_lang::ir::*;
+
+use super::{Lowering, R, Repr, llvm};
+
+impl<'c> Lowering<'c, '_> {
+    pub(super) fn for_pipelined(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
+        let d = self.dtype(op.operands[0]);
+        let signed = !d.is_unsigned();
+        let (lo, hi, step) = (
+            self.scalar(op.operands[0]).into_int_value(),
+            self.scalar(op.operands[1]).into_int_value(),
+            self.scalar(op.operands[2]).into_int_value(),
+        );
+        let inits: Vec<Repr> = (3..op.operands.len())
+            .map(|i| self.operand_in(op, i, &[]))
+            .collect::<R<_>>()?;
+        let s = pl.stages;
+        // Prologue: iterations 0 .. s-1 into stages 0 .. s-1.
+        let mut args = vec![Repr::Scalar(lo.into())];
+        args.extend(inits.iter().cloned());
+        for st in 0..s - 1 {
+            if st > 0 {
+                args = self.advance(op, pl, &args, step)?;
+            }
+            self.issue(op, pl, &args, self.i32c(st as u64), hi, signed)?;
+            self.cp_async_commit()?;
+        }
+        let body = op.regions[0].clone();
+        let flat = Self::flatten(&inits);
+        let out = self.counted_loop(lo, hi, step, signed, flat, &mut |l, i, cur| {
+            let mut args = vec![Repr::Scalar(i.into())];
+            args.extend(Self::rebuild(&inits, &cur));
+            // Iteration `it` reads stage it % s and refills stage (it + s - 1) % s, which
+            // iteration it - 1 read: the barrier after the wait covers both.
+            let it = if signed {
+                llvm(l.b.build_int_signed_div(llvm(l.b.build_int_sub(i, lo, ""))?, step, ""))?
+            } else {
+                llvm(l.b.build_int_unsigned_div(llvm(l.b.build_int_sub(i, lo, ""))?, step, ""))?
+            };
+            let it = llvm(l.b.build_int_truncate_or_bit_cast(it, l.ctx.i32_type(), ""))?;
+            let sc = l.i32c(s as u64);
+            let read = llvm(l.b.build_int_unsigned_rem(it, sc, ""))?;
+            let ahead = llvm(l.b.build_int_add(it, l.i32c(s as u64 - 1), ""))?;
+            let write = llvm(l.b.build_int_unsigned_rem(ahead, sc, ""))?;
+            l.cp_async_wait(s - 2)?;
+            l.barrier()?;
+            let mut future = args.clone();
+            for _ in 0..s - 1 {
+                future = l.advance(op, pl, &future, step)?;
+            }
+            l.issue(op, pl, &future, write, hi, signed)?;
+            l.cp_async_commit()?;
+            for ld in &pl.loads {
+                let at = l.stage_addr(pl, read, ld.offset)?;
+                l.staged.insert(ld.load, at);
+            }
+            let y = l.region(&body, &args, &op.results);
+            for ld in &pl.loads {
+                l.staged.remove(&ld.load);
+            }
+            Ok(Self::flatten(&y?))
+        })?;
+        self.cp_async_wait(0)?;
+        for (r, v) in op.results.iter().zip(Self::rebuild(&inits, &out)) {
+            self.set(*r, v);
+        }
+        Ok(())
+    }
+
+    /// The byte address of a staged buffer in stage `stage`.
+    fn stage_addr(&self, pl: &LoopPipeline, stage: IntValue<'c>, offset: u32) -> R<IntValue<'c>> {
+        let s = llvm(self.b.build_int_mul(stage, self.i32c(pl.stage_bytes as u64), ""))?;
+        llvm(self.b.build_int_add(s, self.i32c((pl.base + offset) as u64), ""))
+    }
+
+    /// Lowers body ops `ops` (indices) with the body's arguments bound to `args`.
+    fn lower_slice(&mut self, body: &Region, ops: &[usize], args: &[Repr<'c>]) -> R<()> {
+        for (a, v) in body.args.iter().zip(args) {
+            self.vals.insert(*a, v.clone());
+        }
+        for &i in ops {
+            let op = &body.ops[i];
+            let saved = self.prepare_operands(op)?;
+            self.op(op)?;
+            for (v, r) in saved {
+                self.vals.insert(v, r);
+            }
+        }
+        Ok(())
+    }
+
+    /// The body's arguments one iteration later (only the carried values the copies read).
+    fn advance(&mut self, op: &Op, pl: &LoopPipeline, args: &[Repr<'c>], step: IntValue<'c>) -> R<Vec<Repr<'c>>> {
+        let body = &op.regions[0];
+        self.lower_slice(body, &pl.advance_ops, args)?;
+        let y = body.ops.last().expect("a loop body ends in yield");
+        let mut next = args.to_vec();
+        let iv = args[0].clone();
+        let Repr::Scalar(iv) = iv else { unreachable!("the index is a scalar") };
+        next[0] = Repr::Scalar(llvm(self.b.build_int_add(iv.into_int_value(), step, ""))?.into());
+        for &j in &pl.carried {
+            next[j + 1] = self.operand_in(y, j, &op.results)?;
+        }
+        Ok(next)
+    }
+
+    /// Issues the staged loads of the iteration whose arguments are `args` into stage `stage`
+    /// (nothing is read past the loop's end: those copies zero-fill).
+    fn issue(
+        &mut self,
+        op: &Op,
+        pl: &LoopPipeline,
+        args: &[Repr<'c>],
+        stage: IntValue<'c>,
+        hi: IntValue<'c>,
+        signed: bool,
+    ) -> R<()> {
+        let body = &op.regions[0];
+        self.lower_slice(body, &pl.issue_ops, args)?;
+        let Repr::Scalar(iv) = args[0].clone() else { unreachable!("the index is a scalar") };
+        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
+        let in_range = llvm(self.b.build_int_compare(pred, iv.into_int_value(), hi, "ahead"))?;
+        let defs: std::collections::HashMap<ValueId, &Op> =
+            body.ops.iter().flat_map(|o| o.results.iter().map(move |r| (*r, o))).collect();
+        for ld in &pl.loads {
+            let lop = defs[&ld.load];
+            let plan = self.plan.mma(ld.dot).expect("staged loads feed tensor-core dots").clone();
+            let swz = if ld.operand == 0 { plan.a_smem() } else { plan.b_smem() };
+            let base = self.stage_addr(pl, stage, ld.offset)?;
+            let t = self.k.ty(ld.load).clone();
+            let has_mask = matches!(lop.kind, OpKind::Load { mask: true, .. });
+            let mask_v = has_mask.then(|| lop.operands[1]);
+            let esz = Self::smem_size(t.elem);
+            let w = self.vector_width(lop.operands[0], mask_v, t.elem);
+            let lay = LinearLayout::blocked(&t.shape, self.threads, self.max_vec);
+            let run = super::dot::contiguous_run(&lay).min(w).min(swz.vec);
+            if run as u32 * esz >= 4 {
+                let ptrs = self.elems(lop.operands[0]);
+                let masks = mask_v.map(|m| self.elems(m));
+                let phys = lay.then(&swz.map());
+                let part = self.thread_part(&phys)?;
+                let own = self.owns(&lay)?;
+                self.when(own, |l| {
+                    for g in 0..ptrs.len() / run {
+                        let e = l.at(part, phys.reg_part(g * run))?;
+                        let off = llvm(l.b.build_int_mul(e, l.i32c(esz as u64), ""))?;
+                        let off = llvm(l.b.build_int_add(off, base, ""))?;
+                        let dst = l.smem_abs_ptr(off)?;
+                        let ok = match &masks {
+                            Some(m) => llvm(l.b.build_and(m[g * run].into_int_value(), in_range, ""))?,
+                            None => in_range,
+                        };
+                        l.cp_async(dst, ptrs[g * run], run as u32 * esz, ok)?;
+                    }
+                    Ok(())
+                })?;
+            } else {
+                // Too narrow for cp.async: an ordinary load, then a store into the stage.
+                let saved = self.prepare_operands(lop)?;
+                self.when(in_range, |l| {
+                    l.op(lop)?;
+                    l.operand_to_smem_at(ld.load, &swz, base)
+                })?;
+                for (v, r) in saved {
+                    self.vals.insert(v, r);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `cp.async` of `bytes` (4, 8 or 16) from global `src` to shared `dst`; zero-fills when
+    /// `ok` is false (reading nothing).
+    fn cp_async(
+        &self,
+        dst: inkwell::values::PointerValue<'c>,
+        src: BasicValueEnum<'c>,
+        bytes: u32,
+        ok: IntValue<'c>,
+    ) -> R<()> {
+        let size = llvm(self.b.build_select(ok, self.i32c(bytes as u64), self.i32c(0), ""))?;
+        let kind = if bytes == 16 { "cg" } else { "ca" };
+        let name = format!("llvm.nvvm.cp.async.{kind}.shared.global.{bytes}.s");
+        self.intr(&name, &[], &[dst.into(), src, size])?;
+        Ok(())
+    }
+
+    fn cp_async_commit(&self) -> R<()> {
+        self.intr("llvm.nvvm.cp.async.commit.group", &[], &[])?;
+        Ok(())
+    }
+
+    /// Waits until at most `n` groups of this thread's copies are pending.
+    fn cp_async_wait(&self, n: u32) -> R<()> {
+        self.intr("llvm.nvvm.cp.async.wait.group", &[], &[self.i32c(n as u64).into()])?;
+        Ok(())
+    }
+}

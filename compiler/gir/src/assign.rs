@@ -1,0 +1,323 @@
+//! Layout assignment: the GPU stage's decisions for one kernel at one warp count.
+//!
+//! Every tile starts in the blocked layout ([`LinearLayout::blocked`]). A `dot` that tensor cores
+//! can run gets a [`MmaPlan`] and its result the plan's accumulator layout; that layout then
+//! spreads forward to the values that can live in it without moving data:
+//! - elementwise ops whose tile operands all hold it, or are broadcasts (which gather from
+//!   shared memory, or splat a scalar, into any layout as cheaply as into the blocked one);
+//! - loop-carried values whose next value holds it (the initial value is converted once, before
+//!   the loop), and `if` results both branches yield in it;
+//! - `multiple_of` / `max_contiguous`, which pass their operand through.
+//!
+//! Everything else reads its operands in the blocked layout; the lowering converts an operand
+//! whose layout differs from the one its user wants ([`GpuPlan::wanted`]), through shared memory
+//! unless it is a splat. `tilec compile --emit gir` prints the result ([`GpuPlan::render`]).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+use tile_lang::ir::{Kernel, Op, OpKind, Region, ValueId};
+
+use crate::linear::LinearLayout;
+use crate::mma::{MmaPlan, NoMma};
+use crate::pipeline::LoopPipeline;
+
+/// The GPU stage's decisions for a kernel.
+#[derive(Clone, Debug, Default)]
+pub struct GpuPlan {
+    pub threads: u32,
+    pub max_vec: usize,
+    /// Tiles whose layout is not the blocked one.
+    pub layouts: HashMap<ValueId, LinearLayout>,
+    /// Each `dot` (by its result): its tensor-core plan, or why it runs as an FMA loop.
+    pub dots: HashMap<ValueId, Result<MmaPlan, NoMma>>,
+    /// Pipelined loops, by their body's index argument.
+    pub pipelines: HashMap<ValueId, LoopPipeline>,
+    /// Bytes of shared memory all pipelined loops' stage buffers take (at its start).
+    pub pipeline_bytes: u32,
+    /// Values made by `broadcast`, which can produce any layout directly.
+    broadcasts: HashSet<ValueId>,
+    /// The op defining each single-result value (ops without regions).
+    defs: HashMap<ValueId, Op>,
+}
+
+/// The most ops a broadcast's source may take to be computed again at each result index (in
+/// registers) instead of going through shared memory.
+pub const RECOMPUTE_OPS: usize = 12;
+
+impl GpuPlan {
+    /// Assigns layouts for `k` in blocks of `warps` warps, pipelining loops `stages` deep
+    /// (unless a loop's `#[stages(..)]` says otherwise).
+    pub fn new(k: &Kernel, warps: u32, stages: u32) -> GpuPlan {
+        let mut p = GpuPlan {
+            threads: warps * 32,
+            max_vec: crate::estimate::max_vec(k),
+            ..GpuPlan::default()
+        };
+        k.walk(&mut |op| {
+            if op.regions.is_empty() && op.results.len() == 1 {
+                p.defs.insert(op.results[0], op.clone());
+            }
+            if let OpKind::Broadcast = op.kind {
+                p.broadcasts.insert(op.results[0]);
+            }
+            if let OpKind::Dot(_) = op.kind {
+                let (a, c) = (k.ty(op.operands[0]), k.ty(op.operands[2]));
+                let (m, kk, n) = (a.shape[0], a.shape[1], c.shape[1]);
+                let plan = MmaPlan::new(m, n, kk, a.dtype().unwrap(), c.dtype().unwrap(), warps);
+                if let Ok(pl) = &plan {
+                    p.layouts.insert(op.results[0], pl.acc());
+                }
+                p.dots.insert(op.results[0], plan);
+            }
+        });
+        let mmas: HashMap<ValueId, MmaPlan> =
+            p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
+        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas);
+        // Forward propagation to a fixed point; a value only ever leaves the blocked layout, so
+        // this ends.
+        loop {
+            let before = p.layouts.len();
+            p.propagate(k, &k.body);
+            if p.layouts.len() == before {
+                break;
+            }
+        }
+        p
+    }
+
+    /// The layout `v` has.
+    pub fn layout(&self, k: &Kernel, v: ValueId) -> LinearLayout {
+        self.layouts
+            .get(&v)
+            .cloned()
+            .unwrap_or_else(|| LinearLayout::blocked(&k.ty(v).shape, self.threads, self.max_vec))
+    }
+
+    /// Whether tile `v` is a scalar broadcast (one value everywhere: any layout is a copy).
+    pub fn is_splat(&self, k: &Kernel, v: ValueId) -> bool {
+        self.defs
+            .get(&v)
+            .is_some_and(|op| matches!(op.kind, OpKind::Broadcast) && k.ty(op.operands[0]).is_scalar())
+    }
+
+    /// Ops needed to compute tile `v` at any index from indices and scalars alone, within
+    /// `budget`: `arange`, `expand_dims`, broadcasts and elementwise ops over them. A broadcast
+    /// of such a tile is computed in registers at each of its result's indices.
+    pub fn recompute_ops(&self, k: &Kernel, v: ValueId, budget: usize) -> Option<usize> {
+        if k.ty(v).is_scalar() || self.is_splat(k, v) {
+            return Some(0);
+        }
+        let op = self.defs.get(&v)?;
+        let own = match op.kind {
+            OpKind::Arange { .. } => return (budget >= 1).then_some(1),
+            OpKind::ExpandDims(_) | OpKind::Broadcast => 0,
+            OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Cmp(_)
+            | OpKind::Fma
+            | OpKind::Select
+            | OpKind::Cast(_)
+            | OpKind::PtrAdd => 1,
+            _ => return None,
+        };
+        let mut used = own;
+        for o in &op.operands {
+            used += self.recompute_ops(k, *o, budget.checked_sub(used)?)?;
+        }
+        (used <= budget).then_some(used)
+    }
+
+    /// The op defining `v` (ops without regions and with one result).
+    pub fn def(&self, v: ValueId) -> Option<&Op> {
+        self.defs.get(&v)
+    }
+
+    /// Whether the lowering converts operand `i` of `op` (see [`wanted`](Self::wanted)), and
+    /// the layout it converts to.
+    pub fn conversion(&self, k: &Kernel, op: &Op, i: usize, yields_to: &[ValueId]) -> Option<LinearLayout> {
+        let v = op.operands[i];
+        let to = self.wanted(k, op, i, yields_to)?;
+        (to != self.layout(k, v)).then_some(to)
+    }
+
+    /// Whether `v` is a load a pipelined loop copies ahead (the lowering skips the load).
+    pub fn is_staged(&self, v: ValueId) -> bool {
+        self.pipelines.values().any(|p| p.loads.iter().any(|l| l.load == v))
+    }
+
+    /// Whether the dot with result `v` reads both operands from a pipeline's stages.
+    pub fn dot_fully_staged(&self, v: ValueId) -> bool {
+        self.pipelines
+            .values()
+            .any(|p| p.loads.iter().filter(|l| l.dot == v).count() == 2)
+    }
+
+    /// The tensor-core plan of the dot whose result is `v`, if it has one.
+    pub fn mma(&self, v: ValueId) -> Option<&MmaPlan> {
+        self.dots.get(&v).and_then(|p| p.as_ref().ok())
+    }
+
+    /// The layout operand `i` of `op` must be in when `op` reads it (`None`: any; scalars need
+    /// none). `yields_to` are the values a `yield` hands its operands to (the enclosing `for`'s
+    /// or `if`'s results).
+    pub fn wanted(&self, k: &Kernel, op: &Op, i: usize, yields_to: &[ValueId]) -> Option<LinearLayout> {
+        let v = op.operands[i];
+        if k.ty(v).is_scalar() {
+            return None;
+        }
+        match &op.kind {
+            OpKind::Dot(_) if i < 2 && self.mma(op.results[0]).is_some() => None,
+            OpKind::Dot(_) if i == 2 => Some(self.layout(k, op.results[0])),
+            k_ if elementwise(k_) || passthrough(k_) => Some(self.layout(k, op.results[0])),
+            OpKind::For { .. } if i >= 3 => Some(self.layout(k, op.results[i - 3])),
+            OpKind::Yield => yields_to.get(i).map(|r| self.layout(k, *r)),
+            _ => Some(LinearLayout::blocked(&k.ty(v).shape, self.threads, self.max_vec)),
+        }
+    }
+
+    fn propagate(&mut self, k: &Kernel, r: &Region) {
+        for op in &r.ops {
+            for sub in &op.regions {
+                self.propagate(k, sub);
+            }
+            let res = op.results.first().copied();
+            let Some(res) = res else { continue };
+            if self.layouts.contains_key(&res) && !matches!(op.kind, OpKind::For { .. } | OpKind::If) {
+                continue;
+            }
+            match &op.kind {
+                kind if elementwise(kind) || passthrough(kind) => {
+                    let tiles: Vec<ValueId> =
+                        op.operands.iter().copied().filter(|v| !k.ty(*v).is_scalar()).collect();
+                    let chosen: Vec<&LinearLayout> = tiles.iter().filter_map(|v| self.layouts.get(v)).collect();
+                    let Some(l) = chosen.first().map(|l| (*l).clone()) else { continue };
+                    let fits = tiles.iter().all(|v| match self.layouts.get(v) {
+                        Some(x) => *x == l,
+                        None => self.broadcasts.contains(v),
+                    });
+                    if fits && !k.ty(res).is_scalar() {
+                        for v in tiles {
+                            self.layouts.entry(v).or_insert_with(|| l.clone());
+                        }
+                        self.layouts.insert(res, l);
+                    }
+                }
+                OpKind::For { .. } => {
+                    let body = &op.regions[0];
+                    let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) else { continue };
+                    for (i, yv) in y.operands.iter().enumerate() {
+                        if let Some(l) = self.layouts.get(yv).cloned()
+                            && !self.layouts.contains_key(&op.results[i])
+                        {
+                            self.layouts.insert(op.results[i], l.clone());
+                            self.layouts.insert(body.args[i + 1], l.clone());
+                            let init = op.operands[3 + i];
+                            if self.broadcasts.contains(&init) {
+                                self.layouts.entry(init).or_insert(l);
+                            }
+                        }
+                    }
+                }
+                OpKind::If => {
+                    let yields: Vec<&Op> = op.regions.iter().filter_map(|r| r.ops.last()).collect();
+                    if yields.len() != 2 {
+                        continue;
+                    }
+                    for (i, r) in op.results.iter().enumerate() {
+                        let (a, b) = (yields[0].operands.get(i), yields[1].operands.get(i));
+                        if let (Some(a), Some(b)) = (a, b)
+                            && let (Some(la), Some(lb)) = (self.layouts.get(a), self.layouts.get(b))
+                            && la == lb
+                            && !self.layouts.contains_key(r)
+                        {
+                            self.layouts.insert(*r, la.clone());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The plan as text: each dot's decision, then every value not in the blocked layout.
+    pub fn render(&self, k: &Kernel) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "gir {} ({} warps)", k.name, self.threads / 32);
+        let mut dots: Vec<_> = self.dots.iter().collect();
+        dots.sort_by_key(|(v, _)| v.0);
+        for (v, d) in dots {
+            match d {
+                Ok(p) => {
+                    let (a, b) = (p.a_smem(), p.b_smem());
+                    let _ = writeln!(
+                        s,
+                        "  dot %{}: mma.m16n8k16.{} warps {}x{} (warp block {}x{}), {} mma, A smem [{}, {}] swizzle {}/{}, B smem [{}, {}] swizzle {}/{}, {} B",
+                        v.0,
+                        p.input,
+                        p.warps_m,
+                        p.warps_n,
+                        p.wm(),
+                        p.wn(),
+                        p.mma_count(),
+                        a.rows,
+                        a.cols,
+                        a.per_phase,
+                        a.max_phase,
+                        b.rows,
+                        b.cols,
+                        b.per_phase,
+                        b.max_phase,
+                        p.smem_bytes()
+                    );
+                }
+                Err(why) => {
+                    let _ = writeln!(s, "  dot %{}: fma loop: {why}", v.0);
+                }
+            }
+        }
+        let mut loops: Vec<_> = self.pipelines.iter().collect();
+        loops.sort_by_key(|(v, _)| v.0);
+        for (iv, l) in loops {
+            let loads: Vec<String> = l
+                .loads
+                .iter()
+                .map(|s| format!("%{} -> {} of dot %{}", s.load.0, ["A", "B"][s.operand], s.dot.0))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  loop %{}: {} stages of {} B at {} (cp.async), staged {}",
+                iv.0,
+                l.stages,
+                l.stage_bytes,
+                l.base,
+                loads.join(", ")
+            );
+        }
+        let mut groups: Vec<(&LinearLayout, Vec<u32>)> = Vec::new();
+        let mut vals: Vec<_> = self.layouts.iter().collect();
+        vals.sort_by_key(|(v, _)| v.0);
+        for (v, l) in vals {
+            match groups.iter_mut().find(|(g, _)| *g == l) {
+                Some((_, vs)) => vs.push(v.0),
+                None => groups.push((l, vec![v.0])),
+            }
+        }
+        for (l, vs) in groups {
+            let names: Vec<String> = vs.iter().map(|v| format!("%{v}")).collect();
+            let _ = writeln!(s, "  layout {l}: {}", names.join(" "));
+        }
+        s
+    }
+}
+
+fn elementwise(k: &OpKind) -> bool {
+    matches!(
+        k,
+        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cmp(_) | OpKind::Fma | OpKind::Select | OpKind::Cast(_) | OpKind::Bitcast
+    )
+}
+
+fn passthrough(k: &OpKind) -> bool {
+    matches!(k, OpKind::MultipleOf(_) | OpKind::MaxContiguous(_))
+}

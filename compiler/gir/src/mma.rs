@@ -1,0 +1,242 @@
+//! `dot` on tensor cores with `mma.sync.m16n8k16` (bf16 or f16 inputs, f32 accumulator).
+//!
+//! A [`MmaPlan`] is everything the lowering of one `dot` decides, as data:
+//! - the warp grid: `warps_m × warps_n` warps, each owning a `wm × wn` block of the result;
+//! - the accumulator layout ([`MmaPlan::acc`]): per m16n8 instruction tile, thread `lane` holds
+//!   rows `g`, `g+8` and columns `2t`, `2t+1` (`g = lane / 4`, `t = lane % 4`), register
+//!   `c + 4·(ni + NT·mi)` for instruction tile `(mi, ni)` of its warp block;
+//! - the shared-memory layout of both operands ([`Swizzle`]): row-major tiles whose 16-byte
+//!   chunks are XOR-swizzled by row, so that `ldmatrix` reads 8 rows without bank conflicts;
+//! - the `ldmatrix` addresses: which row each lane gives ([`MmaPlan::a_rows`], `b_rows`), as
+//!   layouts over (instruction index, lane, warp) composed with the swizzle.
+//!
+//! The operand fragment layouts ([`MmaPlan::a_fragment`], `b_fragment`) are what `mma` expects in
+//! registers; the tests check that `ldmatrix` from these addresses produces exactly them.
+
+use tile_lang::ir::DType;
+
+use crate::linear::{LinearLayout, LinearMap};
+
+/// The instruction shape.
+pub const MMA_M: usize = 16;
+pub const MMA_N: usize = 8;
+pub const MMA_K: usize = 16;
+
+/// How one `dot` of `[m, k] × [k, n]` runs on tensor cores in a block of `warps` warps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MmaPlan {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub input: DType,
+    pub warps_m: usize,
+    pub warps_n: usize,
+}
+
+/// Why a `dot` stays on the FMA loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoMma {
+    Dtypes { input: DType, acc: DType },
+    Shape { m: usize, n: usize, k: usize, warps: u32 },
+}
+
+impl std::fmt::Display for NoMma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoMma::Dtypes { input, acc } => write!(
+                f,
+                "{input} inputs with a {acc} accumulator (tensor cores take bf16/f16 into f32)"
+            ),
+            NoMma::Shape { m, n, k, warps } => write!(
+                f,
+                "[{m}, {k}] x [{k}, {n}] on {warps} warps (tensor cores need k >= 16 and a 16x16 block per warp)"
+            ),
+        }
+    }
+}
+
+impl MmaPlan {
+    /// The plan for a dot of these shapes and dtypes, or why there is none.
+    pub fn new(m: usize, n: usize, k: usize, input: DType, acc: DType, warps: u32) -> Result<MmaPlan, NoMma> {
+        if !matches!(input, DType::BF16 | DType::F16) || acc != DType::F32 {
+            return Err(NoMma::Dtypes { input, acc });
+        }
+        let shape_err = NoMma::Shape { m, n, k, warps };
+        if k < MMA_K || m < 16 || n < 16 {
+            return Err(shape_err);
+        }
+        // Grow the warp grid along the dimension whose warp block is larger (M first on ties),
+        // keeping each warp's block at least 16 × 16 (one ldmatrix.x4 of each operand).
+        let (mut wm, mut wn) = (1usize, 1usize);
+        while wm * wn < warps as usize {
+            let (bm, bn) = (m / wm, n / wn);
+            if bm >= bn && bm >= 32 {
+                wm *= 2;
+            } else if bn >= 32 {
+                wn *= 2;
+            } else if bm >= 32 {
+                wm *= 2;
+            } else {
+                return Err(shape_err);
+            }
+        }
+        Ok(MmaPlan { m, n, k, input, warps_m: wm, warps_n: wn })
+    }
+
+    /// Rows of the result each warp owns.
+    pub fn wm(&self) -> usize {
+        self.m / self.warps_m
+    }
+
+    /// Columns of the result each warp owns.
+    pub fn wn(&self) -> usize {
+        self.n / self.warps_n
+    }
+
+    /// m16 instruction tiles per warp.
+    pub fn tiles_m(&self) -> usize {
+        self.wm() / MMA_M
+    }
+
+    /// n8 instruction tiles per warp.
+    pub fn tiles_n(&self) -> usize {
+        self.wn() / MMA_N
+    }
+
+    /// k16 steps.
+    pub fn steps_k(&self) -> usize {
+        self.k / MMA_K
+    }
+
+    /// Instructions per `dot`.
+    pub fn mma_count(&self) -> usize {
+        self.tiles_m() * self.tiles_n() * self.steps_k()
+    }
+
+    /// Warp bits: the first `log2(warps_m)` move down the rows, the rest across the columns.
+    fn warp_bases(&self, row: usize, col: usize) -> Vec<usize> {
+        let mut w = Vec::new();
+        for i in 0..self.warps_m.trailing_zeros() {
+            w.push(row * (self.wm() << i));
+        }
+        for i in 0..self.warps_n.trailing_zeros() {
+            w.push(col * (self.wn() << i));
+        }
+        w
+    }
+
+    /// The accumulator (and result) layout of `[m, n]`.
+    pub fn acc(&self) -> LinearLayout {
+        let n = self.n;
+        let (row, col) = (n, 1);
+        let mut reg = vec![col, 8 * row];
+        reg.extend((0..self.tiles_n().trailing_zeros()).map(|i| (8 << i) * col));
+        reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row));
+        let lane = vec![2 * col, 4 * col, row, 2 * row, 4 * row];
+        LinearLayout { shape: vec![self.m, n], reg, lane, warp: self.warp_bases(row, col) }
+    }
+
+    /// A's fragments `[m, k]` in registers as mma wants them: per (k16 step, m16 tile), 8 elements
+    /// `(g, 2t+h)`, `(g+8, 2t+h)`, `(g, 8+2t+h)`, `(g+8, 8+2t+h)`; warps along N hold copies.
+    pub fn a_fragment(&self) -> LinearLayout {
+        let (row, col) = (self.k, 1);
+        let mut reg = vec![col, 8 * row, 8 * col];
+        reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row));
+        reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * col));
+        let lane = vec![2 * col, 4 * col, row, 2 * row, 4 * row];
+        LinearLayout { shape: vec![self.m, self.k], reg, lane, warp: self.warp_bases(row, 0) }
+    }
+
+    /// B's fragments `[k, n]`: per (k16 step, pair of n8 tiles), 8 elements `(2t+h, g)`,
+    /// `(8+2t+h, g)`, then the same 8 columns to the right; warps along M hold copies.
+    pub fn b_fragment(&self) -> LinearLayout {
+        let (row, col) = (self.n, 1);
+        let mut reg = vec![row, 8 * row, 8 * col];
+        reg.extend((0..(self.tiles_n() / 2).trailing_zeros()).map(|i| (16 << i) * col));
+        reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * row));
+        let lane = vec![2 * row, 4 * row, col, 2 * col, 4 * col];
+        LinearLayout { shape: vec![self.k, self.n], reg, lane, warp: self.warp_bases(0, col) }
+    }
+
+    /// Shared-memory layout of A (`[m, k]`, row-major, swizzled).
+    pub fn a_smem(&self) -> Swizzle {
+        Swizzle::for_rows(self.m, self.k)
+    }
+
+    /// Shared-memory layout of B (`[k, n]`, row-major, swizzled; read with `ldmatrix.trans`).
+    pub fn b_smem(&self) -> Swizzle {
+        Swizzle::for_rows(self.k, self.n)
+    }
+
+    /// Bytes of shared memory both operands take.
+    pub fn smem_bytes(&self) -> usize {
+        (self.m * self.k + self.k * self.n) * self.input.bytes()
+    }
+
+    /// The logical start of the 8-element row each lane gives `ldmatrix.x4` for A, over
+    /// (instruction `mi + tiles_m·kk`, lane, warp): lane `l` points at row `l % 16`, column
+    /// `8·(l / 16)` of the m16k16 block `(mi, kk)`.
+    pub fn a_rows(&self) -> LinearLayout {
+        let (row, col) = (self.k, 1);
+        let mut reg: Vec<usize> = (0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row).collect();
+        reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * col));
+        let lane = vec![row, 2 * row, 4 * row, 8 * row, 8 * col];
+        LinearLayout { shape: vec![self.m, self.k], reg, lane, warp: self.warp_bases(row, 0) }
+    }
+
+    /// The same for B with `ldmatrix.x4.trans`, over (instruction `nj + tiles_n/2·kk`, lane, warp):
+    /// lane `l` points at row `l % 8 + 8·((l / 8) % 2)`, column `8·(l / 16)` of the k16n16 block
+    /// `(kk, nj)`; matrices 0–1 are the n8 tile `2nj`, matrices 2–3 the tile `2nj + 1`.
+    pub fn b_rows(&self) -> LinearLayout {
+        let (row, col) = (self.n, 1);
+        let mut reg: Vec<usize> = (0..(self.tiles_n() / 2).trailing_zeros()).map(|i| (16 << i) * col).collect();
+        reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * row));
+        let lane = vec![row, 2 * row, 4 * row, 8 * row, 8 * col];
+        LinearLayout { shape: vec![self.k, self.n], reg, lane, warp: self.warp_bases(0, col) }
+    }
+
+    /// Whether a warp's N block holds a whole number of `ldmatrix.x4.trans` (16 columns).
+    pub fn b_pairs(&self) -> usize {
+        self.tiles_n() / 2
+    }
+}
+
+/// A row-major `[rows, cols]` tile of 16-bit elements in shared memory whose 16-byte chunks are
+/// permuted within each row: chunk `c` of row `r` is stored at chunk
+/// `c ^ ((r / per_phase) % max_phase)`. Rows of 128 bytes or more change phase every row; a
+/// shorter row shares its phase with the next `per_phase - 1` rows, so 8 consecutive rows of one
+/// chunk column always fall in 8 different 16-byte bank groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Swizzle {
+    pub rows: usize,
+    pub cols: usize,
+    /// Elements per chunk.
+    pub vec: usize,
+    pub per_phase: usize,
+    pub max_phase: usize,
+}
+
+impl Swizzle {
+    pub fn for_rows(rows: usize, cols: usize) -> Swizzle {
+        let vec = 8;
+        let chunks = (cols / vec).max(1);
+        let max_phase = chunks.min(8);
+        Swizzle { rows, cols, vec, per_phase: 8 / max_phase, max_phase }
+    }
+
+    /// The physical element offset of logical flat index `flat`.
+    pub fn apply(&self, flat: usize) -> usize {
+        let (r, c) = (flat / self.cols, flat % self.cols);
+        let chunk = (c / self.vec) ^ ((r / self.per_phase) % self.max_phase);
+        r * self.cols + chunk * self.vec + c % self.vec
+    }
+
+    /// The swizzle as a linear map of flat-index bits.
+    pub fn map(&self) -> LinearMap {
+        let bits = (self.rows * self.cols).trailing_zeros() as usize;
+        LinearMap { images: (0..bits).map(|i| self.apply(1 << i)).collect() }
+    }
+}
+
+#[cfg(test)]
+mod tests;

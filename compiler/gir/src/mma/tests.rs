@@ -1,0 +1,169 @@
+//! The tensor-core layouts against the PTX ISA's fragment tables, and `ldmatrix` simulated on
+//! indices through the swizzled shared memory.
+
+use super::*;
+
+fn plans() -> Vec<MmaPlan> {
+    let mut v = Vec::new();
+    for m in [16, 32, 64, 128, 256] {
+        for n in [16, 32, 64, 128] {
+            for k in [16, 32, 64] {
+                for warps in [1, 2, 4, 8] {
+                    if let Ok(p) = MmaPlan::new(m, n, k, DType::BF16, DType::F32, warps) {
+                        v.push(p);
+                    }
+                }
+            }
+        }
+    }
+    assert!(v.len() > 100);
+    v
+}
+
+fn lanes_warps(p: &MmaPlan) -> impl Iterator<Item = (usize, usize)> {
+    let warps = p.warps_m * p.warps_n;
+    (0..warps).flat_map(|w| (0..32).map(move |l| (l, w)))
+}
+
+#[test]
+fn warp_grids_fit_the_tile() {
+    for p in plans() {
+        assert!(p.wm() >= 16 && p.wn() >= 16, "{p:?}");
+        assert_eq!(p.wm() * p.warps_m, p.m);
+        assert_eq!(p.wn() * p.warps_n, p.n);
+    }
+    assert!(MmaPlan::new(16, 16, 16, DType::BF16, DType::F32, 4).is_err());
+    assert!(MmaPlan::new(64, 64, 8, DType::F16, DType::F32, 4).is_err());
+    assert!(MmaPlan::new(64, 64, 32, DType::F32, DType::F32, 4).is_err());
+    let p = MmaPlan::new(128, 128, 32, DType::BF16, DType::F32, 4).unwrap();
+    assert_eq!((p.warps_m, p.warps_n), (2, 2));
+}
+
+/// The accumulator holds `c0..c3` at `(g, 2t)`, `(g, 2t+1)`, `(g+8, 2t)`, `(g+8, 2t+1)` of each
+/// instruction tile, every element exactly once.
+#[test]
+fn accumulator_matches_the_ptx_table() {
+    for p in plans() {
+        let acc = p.acc();
+        assert!(acc.is_bijective_on_owners(), "{p:?}");
+        assert_eq!(acc.regs(), 4 * p.tiles_m() * p.tiles_n());
+        for (l, w) in lanes_warps(&p) {
+            let (g, t) = (l / 4, l % 4);
+            let (wr, wc) = ((w % p.warps_m) * p.wm(), (w / p.warps_m) * p.wn());
+            for mi in 0..p.tiles_m() {
+                for ni in 0..p.tiles_n() {
+                    for c in 0..4 {
+                        let row = wr + 16 * mi + g + 8 * (c / 2);
+                        let col = wc + 8 * ni + 2 * t + c % 2;
+                        let reg = c + 4 * (ni + p.tiles_n() * mi);
+                        assert_eq!(acc.apply(reg, l, w), row * p.n + col, "{p:?} l{l} w{w} reg{reg}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn swizzle_is_a_bijection_that_keeps_chunks_whole() {
+    for rows in [16, 32, 64, 128] {
+        for cols in [8, 16, 32, 64, 128] {
+            let s = Swizzle::for_rows(rows, cols);
+            let mut seen = vec![false; rows * cols];
+            for f in 0..rows * cols {
+                let p = s.apply(f);
+                assert!(!seen[p], "{s:?}");
+                seen[p] = true;
+                assert_eq!(p % s.vec, f % s.vec, "a chunk stays contiguous");
+                assert_eq!(s.map().apply(f), p, "the swizzle is linear");
+                assert_eq!(s.apply(p), f, "the swizzle is its own inverse");
+            }
+        }
+    }
+}
+
+/// The 8 rows one `ldmatrix` matrix reads (one per lane of an 8-lane phase) are 16-byte chunks
+/// in 8 different bank groups.
+#[test]
+fn ldmatrix_rows_are_conflict_free() {
+    for p in plans() {
+        for (rows, swz, instrs) in [
+            (p.a_rows(), p.a_smem(), p.tiles_m() * p.steps_k()),
+            (p.b_rows(), p.b_smem(), p.b_pairs() * p.steps_k()),
+        ] {
+            let phys = rows.then(&swz.map());
+            for w in 0..p.warps_m * p.warps_n {
+                for i in 0..instrs {
+                    for j in 0..4 {
+                        let mut groups: Vec<usize> =
+                            (0..8).map(|r| (phys.apply(i, 8 * j + r, w) * 2 / 16) % 8).collect();
+                        groups.sort();
+                        groups.dedup();
+                        assert_eq!(groups.len(), 8, "{p:?} instr {i} matrix {j}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `ldmatrix.x4` from the A addresses gives lane `l` register `j` = row `l/4`, elements
+/// `2(l%4)`, `2(l%4)+1` of matrix `j` (the rows lanes `8j..8j+7` point at): exactly A's fragment.
+#[test]
+fn ldmatrix_gives_the_a_fragment() {
+    for p in plans() {
+        let (rows, swz, frag) = (p.a_rows(), p.a_smem(), p.a_fragment());
+        for (l, w) in lanes_warps(&p) {
+            for i in 0..p.tiles_m() * p.steps_k() {
+                for j in 0..4 {
+                    for h in 0..2 {
+                        let start = swz.apply(rows.apply(i, 8 * j + l / 4, w));
+                        let logical = swz.apply(start + 2 * (l % 4) + h);
+                        assert_eq!(logical, frag.apply(h + 2 * j + 8 * i, l, w), "{p:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `ldmatrix.x4.trans` gives lane `l` register `j` = column `l/4`, rows `2(l%4)`, `2(l%4)+1` of
+/// matrix `j`: exactly B's fragment (`b0 b1` of n8 tile `2nj`, then of `2nj+1`).
+#[test]
+fn ldmatrix_trans_gives_the_b_fragment() {
+    for p in plans() {
+        let (rows, swz, frag) = (p.b_rows(), p.b_smem(), p.b_fragment());
+        for (l, w) in lanes_warps(&p) {
+            for i in 0..p.b_pairs() * p.steps_k() {
+                for j in 0..4 {
+                    for h in 0..2 {
+                        let start = swz.apply(rows.apply(i, 8 * j + 2 * (l % 4) + h, w));
+                        let logical = swz.apply(start + l / 4);
+                        assert_eq!(logical, frag.apply(h + 2 * j + 8 * i, l, w), "{p:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The fragments are the PTX ISA's tables: A `a0..a7` at `(g, 2t..)`, `(g+8, 2t..)`,
+/// `(g, 2t+8..)`, `(g+8, 2t+8..)`; B `b0..b3` at `(k = 2t.., g)`, `(k = 2t+8.., g)`.
+#[test]
+fn fragments_match_the_ptx_table() {
+    let p = MmaPlan::new(16, 16, 16, DType::F16, DType::F32, 1).unwrap();
+    let (a, b) = (p.a_fragment(), p.b_fragment());
+    for l in 0..32 {
+        let (g, t) = (l / 4, l % 4);
+        let a_want = [(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)];
+        let b_want = [(2 * t, g), (2 * t + 8, g)];
+        for e in 0..8 {
+            let (r, c) = a_want[e / 2];
+            assert_eq!(a.apply(e, l, 0), r * 16 + c + e % 2);
+        }
+        for e in 0..4 {
+            let (k, n) = b_want[e / 2];
+            assert_eq!(b.apply(e, l, 0), (k + e % 2) * 16 + n);
+        }
+    }
+}

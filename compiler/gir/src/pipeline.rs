@@ -1,0 +1,224 @@
+//! Software pipelining of loops that feed tensor cores: which loads are copied into shared memory
+//! `stages - 1` iterations ahead (with `cp.async`) and where their stage buffers live.
+//!
+//! A load is pipelined when it sits at the top level of a `for` body, its only use is operand A
+//! or B of a `dot` that has a [`MmaPlan`](crate::mma::MmaPlan) in the same body, its `other` is
+//! absent or zero (masked elements are zero-filled), and its pointer and mask are computed from
+//! the loop's index, carried values advanced by pure ops, and values from outside the loop. The
+//! lowering then evaluates those ops for a later iteration (the "slice") to issue its copies:
+//! - prologue: iterations `0 .. stages-1` are issued before the loop, one commit group each;
+//! - iteration `i`: wait until at most `stages - 2` groups are pending, barrier, issue iteration
+//!   `i + stages - 1` into the stage iteration `i - 1` used, commit; the `dot` reads stage
+//!   `i mod stages` with `ldmatrix` directly;
+//! - copies for iterations past the end are predicated off (they zero-fill), and the loop ends
+//!   with a wait for all groups.
+//!
+//! Stage buffers of all pipelined loops form the pipeline region at the start of shared memory;
+//! scratch (conversions, reductions, unpipelined dot operands) lives after it.
+
+use std::collections::{HashMap, HashSet};
+
+use tile_lang::ir::{ConstValue, Kernel, Op, OpKind, ValueId};
+
+use crate::mma::MmaPlan;
+
+/// A load whose tile is copied ahead into shared memory for a tensor-core `dot`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedLoad {
+    /// The load's result.
+    pub load: ValueId,
+    /// The result of the `dot` that reads it.
+    pub dot: ValueId,
+    /// 0: the dot's A operand, 1: its B operand.
+    pub operand: usize,
+    /// Byte offset of its buffer inside one stage.
+    pub offset: u32,
+}
+
+/// One pipelined loop (keyed by its body's index argument in [`GpuPlan::pipelines`](crate::assign::GpuPlan)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoopPipeline {
+    pub stages: u32,
+    pub loads: Vec<StagedLoad>,
+    /// Bytes of one stage (all staged loads).
+    pub stage_bytes: u32,
+    /// Where this loop's stages start in the pipeline region.
+    pub base: u32,
+    /// Body ops (indices into the body's ops, in order) that compute the staged loads' operands
+    /// (pointers, masks, `other`).
+    pub issue_ops: Vec<usize>,
+    /// Body ops that compute the next value of each carried value the issue ops read.
+    pub advance_ops: Vec<usize>,
+    /// Carried values (index among the loop's carried values) the issue ops read.
+    pub carried: Vec<usize>,
+}
+
+impl LoopPipeline {
+    pub fn bytes(&self) -> u32 {
+        self.stages * self.stage_bytes
+    }
+}
+
+/// Finds the pipelined loops of `k`; `stages` is the kernel's default (a loop's
+/// `#[stages(..)]` overrides it), `dots` the tensor-core plans by dot result. Returns the loops
+/// and the size of the pipeline region.
+pub fn plan(
+    k: &Kernel,
+    stages: u32,
+    dots: &HashMap<ValueId, MmaPlan>,
+) -> (HashMap<ValueId, LoopPipeline>, u32) {
+    let mut uses: HashMap<ValueId, usize> = HashMap::new();
+    k.walk(&mut |op| {
+        for v in &op.operands {
+            *uses.entry(*v).or_default() += 1;
+        }
+    });
+    let mut consts: HashMap<ValueId, bool> = HashMap::new();
+    k.walk(&mut |op| match &op.kind {
+        OpKind::Const(c) => {
+            let zero = match c {
+                ConstValue::Int(i) => *i == 0,
+                ConstValue::Float(f) => *f == 0.0 && f.is_sign_positive(),
+                ConstValue::Bool(b) => !*b,
+                _ => false,
+            };
+            consts.insert(op.results[0], zero);
+        }
+        OpKind::Broadcast => {
+            if let Some(z) = consts.get(&op.operands[0]).copied() {
+                consts.insert(op.results[0], z);
+            }
+        }
+        _ => {}
+    });
+    let mut out = HashMap::new();
+    let mut base = 0u32;
+    let mut loops = Vec::new();
+    k.walk(&mut |op| {
+        if let OpKind::For { stages: s } = op.kind {
+            loops.push((op.clone(), s.unwrap_or(stages)));
+        }
+    });
+    for (op, s) in loops {
+        if s < 2 {
+            continue;
+        }
+        if let Some(mut p) = plan_loop(&op, s, dots, &uses, &consts) {
+            p.base = base;
+            base += p.bytes();
+            out.insert(op.regions[0].args[0], p);
+        }
+    }
+    (out, base)
+}
+
+fn plan_loop(
+    op: &Op,
+    stages: u32,
+    dots: &HashMap<ValueId, MmaPlan>,
+    uses: &HashMap<ValueId, usize>,
+    zero: &HashMap<ValueId, bool>,
+) -> Option<LoopPipeline> {
+    let body = &op.regions[0];
+    let yield_op = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield))?;
+    let def: HashMap<ValueId, usize> = body
+        .ops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| o.results.iter().map(move |r| (*r, i)))
+        .collect();
+    let mut loads = Vec::new();
+    let mut offset = 0u32;
+    for o in &body.ops {
+        let OpKind::Dot(_) = o.kind else { continue };
+        let Some(mma) = dots.get(&o.results[0]) else { continue };
+        for operand in 0..2 {
+            let v = o.operands[operand];
+            let Some(&li) = def.get(&v) else { continue };
+            let l = &body.ops[li];
+            let OpKind::Load { mask, other } = l.kind else { continue };
+            if uses.get(&v) != Some(&1) {
+                continue;
+            }
+            if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
+                continue;
+            }
+            let bytes = if operand == 0 { mma.m * mma.k } else { mma.k * mma.n } * mma.input.bytes();
+            loads.push(StagedLoad { load: v, dot: o.results[0], operand, offset });
+            offset += bytes as u32;
+        }
+    }
+    if loads.is_empty() {
+        return None;
+    }
+    // The slice: the body ops computing the loads' pointers and masks, and the next values of
+    // the carried values they read (closed under both).
+    let carried_args: HashMap<ValueId, usize> =
+        body.args[1..].iter().enumerate().map(|(i, a)| (*a, i)).collect();
+    let mut issue: HashSet<usize> = HashSet::new();
+    let mut advance: HashSet<usize> = HashSet::new();
+    let mut carried: HashSet<usize> = HashSet::new();
+    let mut work: Vec<(ValueId, bool)> = Vec::new();
+    for s in &loads {
+        // Pointer, mask and `other`: a copy too narrow for cp.async runs the load itself.
+        let l = &body.ops[def[&s.load]];
+        work.extend(l.operands.iter().map(|v| (*v, true)));
+    }
+    while let Some((v, for_issue)) = work.pop() {
+        if let Some(&j) = carried_args.get(&v) {
+            if carried.insert(j) {
+                work.push((yield_op.operands[j], false));
+            }
+            continue;
+        }
+        let Some(&i) = def.get(&v) else { continue };
+        let set = if for_issue { &mut issue } else { &mut advance };
+        if !set.insert(i) {
+            continue;
+        }
+        if !recomputable(&body.ops[i].kind) {
+            return None;
+        }
+        work.extend(body.ops[i].operands.iter().map(|o| (*o, for_issue)));
+    }
+    let mut issue_ops: Vec<usize> = issue.into_iter().collect();
+    issue_ops.sort_unstable();
+    let mut advance_ops: Vec<usize> = advance.into_iter().collect();
+    advance_ops.sort_unstable();
+    let mut carried: Vec<usize> = carried.into_iter().collect();
+    carried.sort_unstable();
+    Some(LoopPipeline {
+        stages,
+        loads,
+        stage_bytes: offset,
+        base: 0,
+        issue_ops,
+        advance_ops,
+        carried,
+    })
+}
+
+/// Ops the lowering may evaluate again for a later iteration: pure, without regions, touching
+/// no memory.
+fn recomputable(k: &OpKind) -> bool {
+    matches!(
+        k,
+        OpKind::Const(_)
+            | OpKind::ProgramId(_)
+            | OpKind::NumPrograms(_)
+            | OpKind::Arange { .. }
+            | OpKind::Broadcast
+            | OpKind::ExpandDims(_)
+            | OpKind::Reshape
+            | OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Cmp(_)
+            | OpKind::Fma
+            | OpKind::Select
+            | OpKind::Cast(_)
+            | OpKind::Bitcast
+            | OpKind::PtrAdd
+            | OpKind::MultipleOf(_)
+            | OpKind::MaxContiguous(_)
+    )
+}
