@@ -412,6 +412,8 @@ def case_list():
         cases.append(("matmul", "bf16", {"M": s, "N": s, "K": s}))
     for causal in (False, True):
         cases.append(("attention", "bf16", {"bh": 32, "seq": 2048, "D": 64, "causal": causal}))
+    for causal in (False, True):
+        cases.append(("attention", "bf16", {"bh": 16, "seq": 8192, "D": 128, "causal": causal}))
     return cases
 
 

@@ -7,7 +7,11 @@
 //!   shared memory, or splat a scalar, into any layout as cheaply as into the blocked one);
 //! - loop-carried values whose next value holds it (the initial value is converted once, before
 //!   the loop), and `if` results both branches yield in it;
-//! - `multiple_of` / `max_contiguous`, which pass their operand through.
+//! - `multiple_of` / `max_contiguous`, which pass their operand through, and `expand_dims` /
+//!   `reshape`, which keep the flat index;
+//! - reductions along an axis ([`LinearLayout::reduce_axis`]): the result takes the layout
+//!   without the axis, and a broadcast back from it needs no data movement
+//!   ([`LinearLayout::broadcast_from`]).
 //!
 //! Everything else reads its operands in the blocked layout; the lowering converts an operand
 //! whose layout differs from the one its user wants ([`GpuPlan::wanted`]), through shared memory
@@ -18,7 +22,7 @@ use std::fmt::Write;
 
 use tile_lang::ir::{Kernel, Op, OpKind, Region, ValueId};
 
-use crate::linear::LinearLayout;
+use crate::linear::{AxisReduce, LinearLayout};
 use crate::mma::{MmaPlan, NoMma};
 use crate::pipeline::LoopPipeline;
 
@@ -54,6 +58,7 @@ impl GpuPlan {
             max_vec: crate::estimate::max_vec(k),
             ..GpuPlan::default()
         };
+        let chained = chained_dots(k);
         k.walk(&mut |op| {
             if op.regions.is_empty() && op.results.len() == 1 {
                 p.defs.insert(op.results[0], op.clone());
@@ -61,10 +66,19 @@ impl GpuPlan {
             if let OpKind::Broadcast = op.kind {
                 p.broadcasts.insert(op.results[0]);
             }
+            // A loop-carried tile that starts as a broadcast can start in any layout too.
+            if let OpKind::For { .. } = op.kind {
+                for (i, a) in op.regions[0].args[1..].iter().enumerate() {
+                    if p.broadcasts.contains(&op.operands[3 + i]) {
+                        p.broadcasts.insert(*a);
+                    }
+                }
+            }
             if let OpKind::Dot(_) = op.kind {
                 let (a, c) = (k.ty(op.operands[0]), k.ty(op.operands[2]));
                 let (m, kk, n) = (a.shape[0], a.shape[1], c.shape[1]);
-                let plan = MmaPlan::new(m, n, kk, a.dtype().unwrap(), c.dtype().unwrap(), warps);
+                let rows = chained.contains(&op.results[0]);
+                let plan = MmaPlan::with_rows(m, n, kk, a.dtype().unwrap(), c.dtype().unwrap(), warps, rows);
                 if let Ok(pl) = &plan {
                     p.layouts.insert(op.results[0], pl.acc());
                 }
@@ -167,6 +181,11 @@ impl GpuPlan {
             return None;
         }
         match &op.kind {
+            OpKind::Reduce { .. } if self.linear_reduce(k, op).is_some() => None,
+            OpKind::ExpandDims(_) | OpKind::Reshape if self.layouts.contains_key(&op.results[0]) => {
+                Some(self.layout(k, op.results[0]).with_shape(&k.ty(v).shape))
+            }
+            OpKind::Broadcast if self.broadcast_in_registers(k, op).is_some() => None,
             OpKind::Dot(_) if i < 2 && self.mma(op.results[0]).is_some() => None,
             OpKind::Dot(_) if i == 2 => Some(self.layout(k, op.results[0])),
             k_ if elementwise(k_) || passthrough(k_) => Some(self.layout(k, op.results[0])),
@@ -176,6 +195,27 @@ impl GpuPlan {
         }
     }
 
+    /// For a broadcast of a tile whose elements every thread already holds (in the layouts the
+    /// plan gave both): the source register of each result register.
+    pub fn broadcast_in_registers(&self, k: &Kernel, op: &Op) -> Option<Vec<usize>> {
+        let src = op.operands[0];
+        if k.ty(src).is_scalar() {
+            return None;
+        }
+        self.layout(k, op.results[0]).broadcast_from(&self.layout(k, src))
+    }
+
+    /// The reduction `op` runs in its operand's layout (a non-blocked one whose bases each move
+    /// along or across the axis, never both), if it does.
+    pub fn linear_reduce(&self, k: &Kernel, op: &Op) -> Option<AxisReduce> {
+        let OpKind::Reduce { axis, .. } = op.kind else { return None };
+        let l = self.layouts.get(&op.operands[0])?;
+        if k.ty(op.operands[0]).shape.len() < 2 {
+            return None;
+        }
+        l.reduce_axis(axis)
+    }
+
     fn propagate(&mut self, k: &Kernel, r: &Region) {
         for op in &r.ops {
             for sub in &op.regions {
@@ -183,18 +223,45 @@ impl GpuPlan {
             }
             let res = op.results.first().copied();
             let Some(res) = res else { continue };
+            // Backward: operands of an elementwise op that are made of indices and scalars are
+            // computed in its layout (a mask compared with the accumulator's rows and columns).
+            if (elementwise(&op.kind) || passthrough(&op.kind))
+                && let Some(l) = self.layouts.get(&res).cloned()
+            {
+                for v in &op.operands {
+                    if !k.ty(*v).is_scalar()
+                        && !self.layouts.contains_key(v)
+                        && self.recompute_ops(k, *v, RECOMPUTE_OPS).is_some_and(|n| n > 0)
+                        && k.ty(*v).shape == k.ty(res).shape
+                    {
+                        self.layouts.insert(*v, l.clone());
+                    }
+                }
+            }
             if self.layouts.contains_key(&res) && !matches!(op.kind, OpKind::For { .. } | OpKind::If) {
                 continue;
             }
             match &op.kind {
+                OpKind::Reduce { .. } => {
+                    if let Some(red) = self.linear_reduce(k, op) {
+                        self.layouts.insert(res, red.out);
+                    }
+                }
+                OpKind::ExpandDims(_) | OpKind::Reshape => {
+                    if let Some(l) = self.layouts.get(&op.operands[0]) {
+                        let l = l.with_shape(&k.ty(res).shape);
+                        self.layouts.insert(res, l);
+                    }
+                }
                 kind if elementwise(kind) || passthrough(kind) => {
                     let tiles: Vec<ValueId> =
                         op.operands.iter().copied().filter(|v| !k.ty(*v).is_scalar()).collect();
                     let chosen: Vec<&LinearLayout> = tiles.iter().filter_map(|v| self.layouts.get(v)).collect();
                     let Some(l) = chosen.first().map(|l| (*l).clone()) else { continue };
+                    // (tiles made of indices and scalars are computed in the chosen layout)
                     let fits = tiles.iter().all(|v| match self.layouts.get(v) {
                         Some(x) => *x == l,
-                        None => self.broadcasts.contains(v),
+                        None => self.broadcasts.contains(v) || self.recompute_ops(k, *v, RECOMPUTE_OPS).is_some(),
                     });
                     if fits && !k.ty(res).is_scalar() {
                         for v in tiles {
@@ -309,6 +376,44 @@ impl GpuPlan {
         }
         s
     }
+}
+
+/// Dots whose result flows (through elementwise ops and row reductions' broadcasts) into the A
+/// operand of another dot, and those other dots: attention's two products. Their warps each
+/// take whole rows, so that the row statistics between them stay within a warp and the second
+/// accumulator's rows match the first's.
+fn chained_dots(k: &Kernel) -> HashSet<ValueId> {
+    let mut users: HashMap<ValueId, Vec<Op>> = HashMap::new();
+    let mut dots = Vec::new();
+    k.walk(&mut |op| {
+        for v in &op.operands {
+            users.entry(*v).or_default().push(op.clone());
+        }
+        if matches!(op.kind, OpKind::Dot(_)) {
+            dots.push(op.results[0]);
+        }
+    });
+    let mut out = HashSet::new();
+    for d in dots {
+        let mut work = vec![(d, 0)];
+        let mut seen = HashSet::new();
+        while let Some((v, depth)) = work.pop() {
+            if depth > 16 || !seen.insert(v) {
+                continue;
+            }
+            for u in users.get(&v).into_iter().flatten() {
+                match u.kind {
+                    OpKind::Dot(_) if u.operands[0] == v => {
+                        out.insert(d);
+                        out.insert(u.results[0]);
+                    }
+                    ref kind if elementwise(kind) || passthrough(kind) => work.push((u.results[0], depth + 1)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
 }
 
 fn elementwise(k: &OpKind) -> bool {

@@ -62,7 +62,9 @@ pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
         if !matches!(op.kind, OpKind::If) && !op.results.first().is_some_and(|r| plan.is_staged(*r)) {
             for i in 0..op.operands.len() {
                 let v = op.operands[i];
-                if plan.conversion(k, op, i, yields_to).is_some() && !plan.is_splat(k, v) {
+                if plan.conversion(k, op, i, yields_to).is_some()
+                    && plan.recompute_ops(k, v, RECOMPUTE_OPS).is_none()
+                {
                     want(tile_bytes(k.ty(v)));
                 }
             }
@@ -71,10 +73,16 @@ pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
         let res = || k.ty(op.results[0]);
         match &op.kind {
             OpKind::Broadcast
-                if !src().is_scalar() && plan.recompute_ops(k, op.operands[0], RECOMPUTE_OPS).is_none() =>
+                if !src().is_scalar()
+                    && plan.broadcast_in_registers(k, op).is_none()
+                    && plan.recompute_ops(k, op.operands[0], RECOMPUTE_OPS).is_none() =>
             {
                 want(tile_bytes(src()))
             }
+            // The same registers when the flat index stays where it was.
+            OpKind::ExpandDims(_) | OpKind::Reshape
+                if !res().is_scalar()
+                    && plan.layout(k, op.results[0]) == plan.layout(k, op.operands[0]).with_shape(&res().shape) => {}
             OpKind::ExpandDims(_) | OpKind::Reshape => {
                 let (a, b) = (
                     Layout::new(&src().shape, threads, mv),
@@ -95,6 +103,13 @@ pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
                     want((a.numel() + b.numel()) as u32 * smem_size(a.elem));
                 }
             },
+            // In its operand's layout: partials through shared memory only across warps.
+            OpKind::Reduce { .. } if plan.linear_reduce(k, op).is_some() => {
+                let red = plan.linear_reduce(k, op).expect("checked");
+                if !red.warp_masks.is_empty() {
+                    want(threads * red.out.regs() as u32 * smem_size(res().elem));
+                }
+            }
             // As many outputs as the lowering's block reduction reduces block-wide (FEW): one slot per warp each, twice.
             OpKind::Reduce { .. }
                 if res().numel() == 1

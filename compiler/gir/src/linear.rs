@@ -128,6 +128,102 @@ impl LinearLayout {
     }
 }
 
+/// How a reduction along one axis runs on a tile held in some layout: registers folded in each
+/// thread, lanes combined by butterfly shuffles, warps through shared memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AxisReduce {
+    /// The result's layout (the input's, without the axis: threads that differed only along
+    /// the axis hold copies).
+    pub out: LinearLayout,
+    /// For each result register, the input registers it folds, in order.
+    pub groups: Vec<Vec<usize>>,
+    /// Lane bits along the axis: one butterfly shuffle each (`shfl.xor` masks).
+    pub lane_masks: Vec<u32>,
+    /// Warp-index bits along the axis: partials exchanged through shared memory.
+    pub warp_masks: Vec<u32>,
+}
+
+impl LinearLayout {
+    /// The same bases on another shape with the same number of elements (reshapes and
+    /// `expand_dims` keep the row-major flat index).
+    pub fn with_shape(&self, shape: &[usize]) -> LinearLayout {
+        LinearLayout { shape: shape.to_vec(), ..self.clone() }
+    }
+
+    /// The reduction along `axis`, when every basis moves either only along the axis or only
+    /// across it (`None` when one mixes both).
+    pub fn reduce_axis(&self, axis: usize) -> Option<AxisReduce> {
+        let st = crate::layout::strides(&self.shape);
+        let (stride, size) = (st[axis], self.shape[axis]);
+        let axis_mask = (size - 1) * stride;
+        let low = stride - 1;
+        let project = |b: usize| (b & low) | ((b & !(low | axis_mask)) / size);
+        let along = |b: usize| -> Option<bool> {
+            match (b & axis_mask != 0, b & !axis_mask != 0) {
+                (true, true) => None,
+                (a, _) => Some(a),
+            }
+        };
+        let mut out_shape = self.shape.clone();
+        out_shape.remove(axis);
+        let (mut keep, mut fold) = (Vec::new(), Vec::new());
+        for (i, b) in self.reg.iter().enumerate() {
+            if along(*b)? { fold.push(i) } else { keep.push(i) }
+        }
+        let part = |v: &[usize]| -> Option<(Vec<usize>, Vec<u32>)> {
+            let (mut bases, mut masks) = (Vec::new(), Vec::new());
+            for (i, b) in v.iter().enumerate() {
+                if along(*b)? {
+                    bases.push(0);
+                    masks.push(1 << i);
+                } else {
+                    bases.push(project(*b));
+                }
+            }
+            Some((bases, masks))
+        };
+        let (lane, lane_masks) = part(&self.lane)?;
+        let (warp, warp_masks) = part(&self.warp)?;
+        let out = LinearLayout {
+            shape: out_shape,
+            reg: keep.iter().map(|i| project(self.reg[*i])).collect(),
+            lane,
+            warp,
+        };
+        let spread = |bits: &[usize], v: usize| {
+            bits.iter().enumerate().filter(|(j, _)| v >> j & 1 == 1).fold(0, |acc, (_, i)| acc | 1 << i)
+        };
+        let groups = (0..1usize << keep.len())
+            .map(|o| (0..1usize << fold.len()).map(|f| spread(&keep, o) | spread(&fold, f)).collect())
+            .collect();
+        Some(AxisReduce { out, groups, lane_masks, warp_masks })
+    }
+
+    /// For a broadcast of a tile held in layout `src` to this layout (leading axes added, axes of
+    /// size 1 stretched): the source register that holds each of this layout's registers'
+    /// element, when every thread already holds it (else `None`).
+    pub fn broadcast_from(&self, src: &LinearLayout) -> Option<Vec<usize>> {
+        let off = self.shape.len() - src.shape.len();
+        let (rst, sst) = (crate::layout::strides(&self.shape), crate::layout::strides(&src.shape));
+        let project = |b: usize| -> usize {
+            (0..src.shape.len())
+                .filter(|j| src.shape[*j] > 1)
+                .map(|j| ((b / rst[j + off]) % self.shape[j + off]) * sst[j])
+                .fold(0, |a, c| a ^ c)
+        };
+        let same = |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| project(*x) == *y);
+        if !same(&self.lane, &src.lane) || !same(&self.warp, &src.warp) {
+            return None;
+        }
+        (0..self.regs())
+            .map(|r| {
+                let want = project(self.reg_part(r));
+                (0..src.regs()).find(|s| src.reg_part(*s) == want)
+            })
+            .collect()
+    }
+}
+
 /// Rank over GF(2) of a set of bit vectors.
 pub fn rank(vectors: &[usize]) -> usize {
     let mut basis: Vec<usize> = Vec::new();
@@ -189,6 +285,74 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Reducing a layout along an axis, simulated on indices: every result register of every
+    /// thread folds exactly the elements of its row, and the result layout says which row.
+    #[test]
+    fn axis_reductions_fold_whole_rows() {
+        use crate::mma::MmaPlan;
+        use tile_lang::ir::DType;
+        let mut layouts = vec![LinearLayout::blocked(&[64, 64], 128, 4), LinearLayout::blocked(&[16, 256], 256, 8)];
+        for (m, n, w) in [(64, 64, 4), (128, 128, 8), (32, 64, 4), (64, 32, 2)] {
+            layouts.push(MmaPlan::new(m, n, 16, DType::BF16, DType::F32, w).unwrap().acc());
+        }
+        for l in layouts {
+            let (rows, cols) = (l.shape[0], l.shape[1]);
+            let threads = 32 << l.warp.len();
+            for axis in [0, 1] {
+                let Some(red) = l.reduce_axis(axis) else { continue };
+                assert_eq!(red.out.regs(), red.groups.len());
+                for t in 0..threads {
+                    for (o, g) in red.groups.iter().enumerate() {
+                        // The elements this thread and its partners (lane and warp masks) fold.
+                        let mut seen = Vec::new();
+                        let lane_combos = 1 << red.lane_masks.len();
+                        let warp_combos = 1 << red.warp_masks.len();
+                        for lc in 0..lane_combos {
+                            for wc in 0..warp_combos {
+                                let mut lane = t % 32;
+                                let mut warp = t / 32;
+                                for (j, m) in red.lane_masks.iter().enumerate() {
+                                    if lc >> j & 1 == 1 { lane ^= *m as usize; }
+                                }
+                                for (j, m) in red.warp_masks.iter().enumerate() {
+                                    if wc >> j & 1 == 1 { warp ^= *m as usize; }
+                                }
+                                for r in g {
+                                    seen.push(l.apply(*r, lane, warp));
+                                }
+                            }
+                        }
+                        seen.sort();
+                        seen.dedup();
+                        let out = red.out.apply(o, t % 32, t / 32);
+                        let want: Vec<usize> = if axis == 1 {
+                            (0..cols).map(|c| out * cols + c).collect()
+                        } else {
+                            (0..rows).map(|r| r * cols + out).collect()
+                        };
+                        assert_eq!(seen, want, "{l} axis {axis} t{t} o{o}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A broadcast back from the reduced layout needs no data movement.
+    #[test]
+    fn broadcasts_from_the_reduced_layout_stay_in_registers() {
+        use crate::mma::MmaPlan;
+        use tile_lang::ir::DType;
+        let acc = MmaPlan::new(64, 64, 16, DType::BF16, DType::F32, 4).unwrap().acc();
+        let rows = acc.reduce_axis(1).unwrap().out.with_shape(&[64, 1]);
+        let map = acc.broadcast_from(&rows).unwrap();
+        for t in 0..128 {
+            for (r, s) in map.iter().enumerate() {
+                assert_eq!(acc.apply(r, t % 32, t / 32) / 64, rows.apply(*s, t % 32, t / 32));
+            }
+        }
+        assert!(acc.broadcast_from(&LinearLayout::blocked(&[64, 1], 128, 4)).is_none());
     }
 
     #[test]

@@ -58,12 +58,30 @@ impl std::fmt::Display for NoMma {
 impl MmaPlan {
     /// The plan for a dot of these shapes and dtypes, or why there is none.
     pub fn new(m: usize, n: usize, k: usize, input: DType, acc: DType, warps: u32) -> Result<MmaPlan, NoMma> {
+        MmaPlan::with_rows(m, n, k, input, acc, warps, false)
+    }
+
+    /// [`new`](Self::new), with every warp on its own rows when `rows_per_warp` asks for it and
+    /// the rows allow (16 or more each): a result reduced along its rows, or feeding another
+    /// dot, then stays within each warp (no exchange between warps).
+    pub fn with_rows(
+        m: usize,
+        n: usize,
+        k: usize,
+        input: DType,
+        acc: DType,
+        warps: u32,
+        rows_per_warp: bool,
+    ) -> Result<MmaPlan, NoMma> {
         if !matches!(input, DType::BF16 | DType::F16) || acc != DType::F32 {
             return Err(NoMma::Dtypes { input, acc });
         }
         let shape_err = NoMma::Shape { m, n, k, warps };
         if k < MMA_K || m < 16 || n < 16 {
             return Err(shape_err);
+        }
+        if rows_per_warp && m / warps as usize >= MMA_M && n >= 16 {
+            return Ok(MmaPlan { m, n, k, input, warps_m: warps as usize, warps_n: 1 });
         }
         // Grow the warp grid along the dimension whose warp block is larger (M first on ties),
         // keeping each warp's block at least 16 × 16 (one ldmatrix.x4 of each operand).

@@ -54,6 +54,9 @@ impl<'c> Lowering<'c, '_> {
         if self.plan.is_splat(self.k, v) {
             return Ok(Repr::Tile(vec![self.elems(v)[0]; to.regs()]));
         }
+        if self.plan.recompute_ops(self.k, v, tile_gir::assign::RECOMPUTE_OPS).is_some() {
+            return self.recompute_in(v, to);
+        }
         let t = self.k.ty(v).clone();
         let vals = self.elems(v);
         self.need_smem(t.numel() as u32 * Self::smem_size(t.elem));

@@ -86,6 +86,9 @@ impl<'c> Lowering<'c, '_> {
     }
 
     pub(super) fn reduce(&mut self, op: &Op, r: ReduceOp, axis: usize) -> R<()> {
+        if let Some(red) = self.plan.linear_reduce(self.k, op) {
+            return self.reduce_in_layout(op, r, &red);
+        }
         let src = op.operands[0];
         let st = self.k.ty(src).clone();
         let d = st.dtype().unwrap();
@@ -320,6 +323,65 @@ impl<'c> Lowering<'c, '_> {
         )?;
         let idx: Vec<_> = out.chunks(2).map(|p| p[1]).collect();
         self.set_elems(op.results[0], idx);
+        Ok(())
+    }
+}
+
+impl<'c> Lowering<'c, '_> {
+    /// A reduction along an axis in its operand's layout (`AxisReduce`): each thread folds its
+    /// registers of a row, lanes along the axis combine by butterfly shuffles, and warps along
+    /// it exchange partials through shared memory, combined in warp order so that every copy of
+    /// a result is the same value.
+    fn reduce_in_layout(&mut self, op: &Op, r: ReduceOp, red: &tile_gir::linear::AxisReduce) -> R<()> {
+        let src = op.operands[0];
+        let d = self.k.ty(src).dtype().unwrap();
+        let rd = self.k.ty(op.results[0]).dtype().unwrap();
+        let bop = r.combine();
+        let vals = self.elems(src);
+        let mut accs = Vec::with_capacity(red.groups.len());
+        for g in &red.groups {
+            let mut acc = self.cast(d, rd, vals[g[0]], op.loc)?;
+            for i in &g[1..] {
+                let x = self.cast(d, rd, vals[*i], op.loc)?;
+                acc = self.binary(bop, rd, acc, x)?;
+            }
+            accs.push(acc);
+        }
+        for acc in accs.iter_mut() {
+            for m in &red.lane_masks {
+                let other = self.shuffle_xor(rd, *acc, *m)?;
+                *acc = self.binary(bop, rd, *acc, other)?;
+            }
+        }
+        if !red.warp_masks.is_empty() {
+            let e = Elem::Scalar(rd);
+            let n = accs.len() as u32;
+            self.need_smem(self.threads * n * Self::smem_size(e));
+            self.barrier()?;
+            for (o, acc) in accs.iter().enumerate() {
+                let at = llvm(self.b.build_int_add(self.tid(), self.i32c((o as u32 * self.threads) as u64), ""))?;
+                self.smem_store(e, 0, at, *acc)?;
+            }
+            self.barrier()?;
+            let all: u32 = red.warp_masks.iter().fold(0, |a, m| a | m);
+            let base = llvm(self.b.build_and(self.tid(), self.i32c(!(all << 5) as u64 & 0xffff_ffff), ""))?;
+            for (o, acc) in accs.iter_mut().enumerate() {
+                for c in 0..1u32 << red.warp_masks.len() {
+                    let w: u32 = red
+                        .warp_masks
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| c >> j & 1 == 1)
+                        .fold(0, |a, (_, m)| a | m);
+                    let at = llvm(self.b.build_or(base, self.i32c((w << 5) as u64), ""))?;
+                    let at = llvm(self.b.build_int_add(at, self.i32c((o as u32 * self.threads) as u64), ""))?;
+                    let x = self.smem_load(e, 0, at)?;
+                    *acc = if c == 0 { x } else { self.binary(bop, rd, *acc, x)? };
+                }
+            }
+            self.smem_state = SmemState::Unknown;
+        }
+        self.set(op.results[0], Repr::Tile(accs));
         Ok(())
     }
 }

@@ -37,28 +37,17 @@ impl<'c> Lowering<'c, '_> {
         let src = op.operands[0];
         let st = self.k.ty(src).clone();
         let lay = self.lin(op.results[0]);
+        let from_regs = self.plan.broadcast_in_registers(self.k, op);
         let r = if st.is_scalar() {
             self.splat_in(self.scalar(src), &lay)
+        } else if let Some(map) = from_regs {
+            // Every thread already holds the elements it needs (a broadcast back from a
+            // reduction in the same layout).
+            let vals = self.elems(src);
+            Repr::Tile(map.iter().map(|s| vals[*s]).collect())
         } else if self.plan.recompute_ops(self.k, src, RECOMPUTE_OPS).is_some() {
             // Made of indices and scalars: computed again at each result index, in registers.
-            let part = self.thread_part_here(&lay)?;
-            let strides = crate::layout::strides(&rt.shape);
-            let off = rt.shape.len() - st.shape.len();
-            let mut out = Vec::with_capacity(lay.regs());
-            for r in 0..lay.regs() {
-                let e = self.at(part, lay.reg_part(r))?;
-                let idx: Vec<IntValue> = (0..rt.shape.len())
-                    .map(|d| {
-                        let s = llvm(self.b.build_right_shift(e, self.i32c(strides[d].trailing_zeros() as u64), false, ""))?;
-                        llvm(self.b.build_and(s, self.i32c(rt.shape[d] as u64 - 1), ""))
-                    })
-                    .collect::<R<_>>()?;
-                let picked: Vec<IntValue> = (0..st.shape.len())
-                    .map(|d| if st.shape[d] == 1 { self.i32c(0) } else { idx[d + off] })
-                    .collect();
-                out.push(self.remat(src, &picked)?);
-            }
-            Repr::Tile(out)
+            self.recompute_in(op.results[0], &lay)?
         } else {
             let off = rt.shape.len() - st.shape.len();
             let sshape = st.shape.clone();
@@ -78,6 +67,12 @@ impl<'c> Lowering<'c, '_> {
     pub(super) fn reshape(&mut self, op: &Op) -> R<()> {
         let rt = self.k.ty(op.results[0]).clone();
         let src = op.operands[0];
+        if !rt.is_scalar() && self.lin(op.results[0]) == self.lin(src).with_shape(&rt.shape) {
+            // The GPU plan kept the flat index in the same registers.
+            let r = self.get(src);
+            self.set(op.results[0], r);
+            return Ok(());
+        }
         let (a, b) = (self.layout(self.k.ty(src)), self.layout(&rt));
         let same = (a.numel, a.vec, a.chunks) == (b.numel, b.vec, b.chunks);
         let r = if same || rt.is_scalar() && self.k.ty(src).numel() == 1 {
@@ -143,6 +138,26 @@ impl<'c> Lowering<'c, '_> {
 }
 
 impl<'c> Lowering<'c, '_> {
+    /// Tile `v` (made of indices and scalars, see `GpuPlan::recompute_ops`) computed at each
+    /// index layout `lay` gives this thread.
+    pub(super) fn recompute_in(&mut self, v: ValueId, lay: &tile_gir::linear::LinearLayout) -> R<Repr<'c>> {
+        let shape = self.k.ty(v).shape.clone();
+        let part = self.thread_part_here(lay)?;
+        let strides = crate::layout::strides(&shape);
+        let mut out = Vec::with_capacity(lay.regs());
+        for r in 0..lay.regs() {
+            let e = self.at(part, lay.reg_part(r))?;
+            let idx: Vec<IntValue> = (0..shape.len())
+                .map(|d| {
+                    let s = llvm(self.b.build_right_shift(e, self.i32c(strides[d].trailing_zeros() as u64), false, ""))?;
+                    llvm(self.b.build_and(s, self.i32c(shape[d] as u64 - 1), ""))
+                })
+                .collect::<R<_>>()?;
+            out.push(self.remat(v, &idx)?);
+        }
+        Ok(Repr::Tile(out))
+    }
+
     /// Tile `v` (see `GpuPlan::recompute_ops`) at multi-index `idx`.
     fn remat(&mut self, v: ValueId, idx: &[IntValue<'c>]) -> R<inkwell::values::BasicValueEnum<'c>> {
         if self.k.ty(v).is_scalar() || self.plan.is_splat(self.k, v) {
