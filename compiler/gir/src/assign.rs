@@ -160,11 +160,31 @@ impl GpuPlan {
         self.pipelines.values().any(|p| p.loads.iter().any(|l| l.load == v))
     }
 
-    /// Whether the dot with result `v` reads both operands from a pipeline's stages.
-    pub fn dot_fully_staged(&self, v: ValueId) -> bool {
-        self.pipelines
-            .values()
-            .any(|p| p.loads.iter().filter(|l| l.dot == v).count() == 2)
+    /// Whether operand `operand` of the dot with result `v` is read from a pipeline's buffers
+    /// (a stage, or a resident copy written before the loop).
+    pub fn operand_staged(&self, v: ValueId, operand: usize) -> bool {
+        self.pipelines.values().any(|p| {
+            p.loads.iter().any(|l| l.dot == v && l.operand == operand)
+                || p.resident.iter().any(|l| l.dot == v && l.operand == operand)
+        })
+    }
+
+    /// The registers of the dot's A operand that hold each element of its fragments, when its
+    /// layout already is the fragments' (attention's P, in the accumulator layout of the dot
+    /// before it): the dot then reads A from registers, not shared memory.
+    pub fn a_in_registers(&self, k: &Kernel, op: &Op) -> Option<Vec<usize>> {
+        let plan = self.mma(op.results[0])?;
+        let a = op.operands[0];
+        if !self.layouts.contains_key(&a) {
+            return None;
+        }
+        plan.a_fragment().broadcast_from(&self.layout(k, a))
+    }
+
+    /// Whether the dot `op` writes none of its operands to scratch.
+    pub fn dot_needs_no_scratch(&self, k: &Kernel, op: &Op) -> bool {
+        let v = op.results[0];
+        (self.operand_staged(v, 0) || self.a_in_registers(k, op).is_some()) && self.operand_staged(v, 1)
     }
 
     /// The tensor-core plan of the dot whose result is `v`, if it has one.

@@ -96,7 +96,7 @@ pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
             OpKind::Permute(_) | OpKind::Split => want(tile_bytes(src())),
             OpKind::Join => want(tile_bytes(src()) + tile_bytes(k.ty(op.operands[1]))),
             OpKind::Dot(_) => match plan.mma(op.results[0]) {
-                Some(_) if plan.dot_fully_staged(op.results[0]) => {}
+                Some(_) if plan.dot_needs_no_scratch(k, op) => {}
                 Some(p) => want(p.smem_bytes() as u32),
                 None => {
                     let (a, b) = (src(), k.ty(op.operands[1]));

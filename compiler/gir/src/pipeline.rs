@@ -13,6 +13,9 @@
 //! - copies for iterations past the end are predicated off (they zero-fill), and the loop ends
 //!   with a wait for all groups.
 //!
+//! A tensor-core operand defined before such a loop (attention's Q) is written to its own
+//! buffer once, before the loop, instead of once per iteration.
+//!
 //! Stage buffers of all pipelined loops form the pipeline region at the start of shared memory;
 //! scratch (conversions, reductions, unpipelined dot operands) lives after it.
 
@@ -40,6 +43,10 @@ pub struct StagedLoad {
 pub struct LoopPipeline {
     pub stages: u32,
     pub loads: Vec<StagedLoad>,
+    /// Tensor-core operands defined before the loop, written once before it (`load` is the
+    /// operand; offsets count from the end of the stages).
+    pub resident: Vec<StagedLoad>,
+    pub resident_bytes: u32,
     /// Bytes of one stage (all staged loads).
     pub stage_bytes: u32,
     /// Where this loop's stages start in the pipeline region.
@@ -55,7 +62,12 @@ pub struct LoopPipeline {
 
 impl LoopPipeline {
     pub fn bytes(&self) -> u32 {
-        self.stages * self.stage_bytes
+        self.stages * self.stage_bytes + self.resident_bytes
+    }
+
+    /// Where a resident operand's buffer starts in shared memory.
+    pub fn resident_addr(&self, r: &StagedLoad) -> u32 {
+        self.base + self.stages * self.stage_bytes + r.offset
     }
 }
 
@@ -128,12 +140,23 @@ fn plan_loop(
         .flat_map(|(i, o)| o.results.iter().map(move |r| (*r, i)))
         .collect();
     let mut loads = Vec::new();
+    let mut resident: Vec<StagedLoad> = Vec::new();
     let mut offset = 0u32;
+    let mut roffset = 0u32;
     for o in &body.ops {
         let OpKind::Dot(_) = o.kind else { continue };
         let Some(mma) = dots.get(&o.results[0]) else { continue };
         for operand in 0..2 {
             let v = o.operands[operand];
+            let bytes = if operand == 0 { mma.m * mma.k } else { mma.k * mma.n } * mma.input.bytes();
+            // A tile from before the loop: written to shared memory once, before it.
+            if !def.contains_key(&v) && !body.args.contains(&v) {
+                if !resident.iter().any(|r| r.load == v) {
+                    resident.push(StagedLoad { load: v, dot: o.results[0], operand, offset: roffset });
+                    roffset += bytes as u32;
+                }
+                continue;
+            }
             let Some(&li) = def.get(&v) else { continue };
             let l = &body.ops[li];
             let OpKind::Load { mask, other } = l.kind else { continue };
@@ -143,7 +166,6 @@ fn plan_loop(
             if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
                 continue;
             }
-            let bytes = if operand == 0 { mma.m * mma.k } else { mma.k * mma.n } * mma.input.bytes();
             loads.push(StagedLoad { load: v, dot: o.results[0], operand, offset });
             offset += bytes as u32;
         }
@@ -190,6 +212,8 @@ fn plan_loop(
     Some(LoopPipeline {
         stages,
         loads,
+        resident,
+        resident_bytes: roffset,
         stage_bytes: offset,
         base: 0,
         issue_ops,

@@ -87,14 +87,16 @@ impl<'c> Lowering<'c, '_> {
         let (a, b, c) = (op.operands[0], op.operands[1], op.operands[2]);
         let esz = plan.input.bytes() as u32;
         let (sa, sb) = (self.staged.get(&a).copied(), self.staged.get(&b).copied());
+        // A already in the fragments' layout (attention's P) is packed from registers.
+        let a_regs = if sa.is_none() { self.plan.a_in_registers(self.k, op) } else { None };
         // Operands a pipelined loop did not copy ahead go through scratch: the previous readers
         // (an earlier iteration's ldmatrix) must be done before they are overwritten.
         let scratch = self.plan.pipeline_bytes;
         let b_off = (plan.m * plan.k) as u32 * esz;
-        if sa.is_none() || sb.is_none() {
+        if (sa.is_none() && a_regs.is_none()) || sb.is_none() {
             self.need_smem(plan.smem_bytes() as u32);
             self.barrier()?;
-            if sa.is_none() {
+            if sa.is_none() && a_regs.is_none() {
                 self.operand_to_smem(a, &plan.a_smem(), scratch)?;
             }
             if sb.is_none() {
@@ -105,6 +107,7 @@ impl<'c> Lowering<'c, '_> {
         let a_base = sa.unwrap_or(self.i32c(scratch as u64));
         let b_base = sb.unwrap_or(self.i32c((scratch + b_off) as u64));
         let mut acc = self.elems(c);
+        let a_vals = if a_regs.is_some() { self.elems(a) } else { Vec::new() };
         let a_rows = plan.a_rows().then(&plan.a_smem().map());
         let b_rows = plan.b_rows().then(&plan.b_smem().map());
         let (a_part, b_part) = (self.thread_part(&a_rows)?, self.thread_part(&b_rows)?);
@@ -112,8 +115,13 @@ impl<'c> Lowering<'c, '_> {
         for kk in 0..plan.steps_k() {
             let mut af = Vec::with_capacity(tm);
             for mi in 0..tm {
-                let e = self.at(a_part, a_rows.reg_part(mi + tm * kk))?;
-                af.push(self.ldmatrix(e, a_base, false)?);
+                af.push(match &a_regs {
+                    Some(map) => self.pack_fragment(&a_vals, map, 8 * (mi + tm * kk))?,
+                    None => {
+                        let e = self.at(a_part, a_rows.reg_part(mi + tm * kk))?;
+                        self.ldmatrix(e, a_base, false)?
+                    }
+                });
             }
             let mut bf = Vec::with_capacity(pairs);
             for nj in 0..pairs {
@@ -172,6 +180,23 @@ impl<'c> Lowering<'c, '_> {
             }
             Ok(())
         })
+    }
+
+    /// Four 32-bit fragment registers from 16-bit elements: register `j` packs elements
+    /// `first + 2j` and `first + 2j + 1` of the fragment, found in `vals` through `map`.
+    fn pack_fragment(&self, vals: &[BasicValueEnum<'c>], map: &[usize], first: usize) -> R<Vec<BasicValueEnum<'c>>> {
+        let et = vals[0].get_type();
+        let vt = vector_of(et, 2);
+        (0..4)
+            .map(|j| {
+                let mut x = vt.get_undef();
+                for h in 0..2 {
+                    let v = vals[map[first + 2 * j + h]];
+                    x = llvm(self.b.build_insert_element(x, v, self.i32c(h as u64), ""))?;
+                }
+                llvm(self.b.build_bit_cast(x, self.ctx.i32_type(), ""))
+            })
+            .collect()
     }
 
     /// `ldmatrix.x4` (`.trans` for B) of the rows at element `e` of the 16-bit array at shared

@@ -23,6 +23,16 @@ impl<'c> Lowering<'c, '_> {
             .map(|i| self.operand_in(op, i, &[]))
             .collect::<R<_>>()?;
         let s = pl.stages;
+        // Warps still reading the buffers from an earlier run of this loop (a loop inside
+        // another) finish before they are written again.
+        self.barrier()?;
+        // Operands from before the loop: written once.
+        for r in &pl.resident {
+            let plan = self.plan.mma(r.dot).expect("resident operands feed tensor-core dots").clone();
+            let swz = if r.operand == 0 { plan.a_smem() } else { plan.b_smem() };
+            let at = self.i32c(pl.resident_addr(r) as u64);
+            self.operand_to_smem_at(r.load, &swz, at)?;
+        }
         // Prologue: iterations 0 .. s-1 into stages 0 .. s-1.
         let mut args = vec![Repr::Scalar(lo.into())];
         args.extend(inits.iter().cloned());
@@ -62,8 +72,11 @@ impl<'c> Lowering<'c, '_> {
                 let at = l.stage_addr(pl, read, ld.offset)?;
                 l.staged.insert(ld.load, at);
             }
+            for r in &pl.resident {
+                l.staged.insert(r.load, l.i32c(pl.resident_addr(r) as u64));
+            }
             let y = l.region(&body, &args, &op.results);
-            for ld in &pl.loads {
+            for ld in pl.loads.iter().chain(&pl.resident) {
                 l.staged.remove(&ld.load);
             }
             Ok(Self::flatten(&y?))
