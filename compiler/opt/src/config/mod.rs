@@ -356,7 +356,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, by_warps(t.alu_saturating_warps));
     Estimate {
         registers: regs,
-        reg_budget: t.reg_budget(threads),
+        reg_budget: t.reg_budget(threads, w.mma_flops > 0.0),
         smem_bytes: smem,
         threads,
         blocks_per_sm: blocks,

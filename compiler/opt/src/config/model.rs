@@ -73,24 +73,15 @@ impl Regs<'_> {
     /// Registers an op needs while it runs besides its operands and results: a tensor-core
     /// `dot`'s operand fragments for one k-step (4 per m16 tile of A, 4 per pair of n8 tiles of B).
     fn temporaries(&self, op: &Op) -> usize {
-        // An operand converted to another layout is a second copy while the op runs.
-        let copies: usize = (0..op.operands.len())
-            .filter(|i| {
-                !matches!(op.kind, OpKind::For { .. } | OpKind::If | OpKind::Yield)
-                    && self.plan.conversion(self.k, op, *i, &[]).is_some()
-                    && !self.plan.is_splat(self.k, op.operands[*i])
-            })
-            .map(|i| self.cost(op.operands[i]))
-            .sum();
-        let OpKind::Dot(_) = op.kind else { return copies };
+        let OpKind::Dot(_) = op.kind else { return 0 };
         // Besides the fragments: the thread's parts of the ldmatrix and swizzled-store addresses
         // of both operands (fitted on attention, where ptxas held ~8 more than the fragments).
         const MMA_ADDRESS_REGS: usize = 8;
         let (a, c) = (self.k.ty(op.operands[0]), self.k.ty(op.operands[2]));
         let (Some(din), Some(acc)) = (a.dtype(), c.dtype()) else { return 0 };
         match MmaPlan::new(a.shape[0], c.shape[1], a.shape[1], din, acc, self.threads / 32) {
-            Ok(p) => copies + 4 * p.tiles_m() + 4 * p.b_pairs() + MMA_ADDRESS_REGS,
-            Err(_) => copies,
+            Ok(p) => 4 * p.tiles_m() + 4 * p.b_pairs() + MMA_ADDRESS_REGS,
+            Err(_) => 0,
         }
     }
 

@@ -33,6 +33,10 @@ pub struct TargetDesc {
     /// on row_reduce (ROWS=8 BLOCK=256, 2 warps) it used 80 registers and spilled where the
     /// model estimated 160, so estimates above this are treated as spilling (docs/optimizer.md).
     pub spill_safe_regs: u32,
+    /// The same for kernels whose `dot`s run on tensor cores: most of their registers are the
+    /// accumulators, which ptxas allocates without spilling up to the ISA's limit (matmul
+    /// 128×128×32 with 4 warps: 246 registers, no spills).
+    pub spill_safe_regs_mma: u32,
     /// Resident warps per SM at which memory latency is hidden (below it, bandwidth scales
     /// down), for programs whose loads are not known (no load outside a data-dependent loop).
     pub mem_saturating_warps: u32,
@@ -66,6 +70,7 @@ impl TargetDesc {
             mma_saturating_warps: 4,
             smem_bytes_per_s: 128.0 * 1.98e9 * 132.0,
             spill_safe_regs: 128,
+            spill_safe_regs_mma: 255,
             mem_saturating_warps: 32,
             // 4.3 TB/s over 132 SMs is 33 GB/s per SM; times ~1 µs of loaded latency.
             mem_bytes_in_flight: 32.0 * 1024.0,
@@ -84,8 +89,9 @@ impl TargetDesc {
     /// The most registers a thread may use in blocks of `threads` without spilling: the ISA's
     /// limit, what one block of that size may take from the SM (ptxas honours `maxntid`), or
     /// the model's own trust limit, whichever is least.
-    pub fn reg_budget(&self, threads: u32) -> u32 {
+    pub fn reg_budget(&self, threads: u32, tensor_cores: bool) -> u32 {
         let per_block = (self.regs_per_sm / threads.max(1)) / self.reg_granule * self.reg_granule;
-        self.target.max_regs_per_thread.min(per_block).min(self.spill_safe_regs)
+        let trusted = if tensor_cores { self.spill_safe_regs_mma } else { self.spill_safe_regs };
+        self.target.max_regs_per_thread.min(per_block).min(trusted)
     }
 }
