@@ -35,6 +35,12 @@ pub struct GpuPlan {
     pub layouts: HashMap<ValueId, LinearLayout>,
     /// Each `dot` (by its result): its tensor-core plan, or why it runs as an FMA loop.
     pub dots: HashMap<ValueId, Result<MmaPlan, NoMma>>,
+    /// Tensor-core dots whose B is `trans(x)` of an `x` used nowhere else: `x` is written to
+    /// shared memory as it is (`[n, k]`) and read with `ldmatrix` without `.trans`; the
+    /// transposition itself is never lowered. By dot result, the `x`.
+    pub transposed_b: HashMap<ValueId, ValueId>,
+    /// The `trans` results those dots read through (the lowering skips them).
+    pub fused_permutes: HashSet<ValueId>,
     /// Pipelined loops, by their body's index argument.
     pub pipelines: HashMap<ValueId, LoopPipeline>,
     /// Bytes of shared memory all pipelined loops' stage buffers take (at its start).
@@ -85,9 +91,35 @@ impl GpuPlan {
                 p.dots.insert(op.results[0], plan);
             }
         });
+        // dot(a, trans(x)): read x as B stored [n, k].
+        let mut uses: HashMap<ValueId, usize> = HashMap::new();
+        let mut permutes: HashMap<ValueId, ValueId> = HashMap::new();
+        k.walk(&mut |op| {
+            for v in &op.operands {
+                *uses.entry(*v).or_default() += 1;
+            }
+            if matches!(&op.kind, OpKind::Permute(p) if p == &[1, 0]) {
+                permutes.insert(op.results[0], op.operands[0]);
+            }
+        });
+        let mut bt = Vec::new();
+        k.walk(&mut |op| {
+            if matches!(op.kind, OpKind::Dot(_))
+                && p.mma(op.results[0]).is_some()
+                && let Some(x) = permutes.get(&op.operands[1])
+                && uses.get(&op.operands[1]) == Some(&1)
+                && uses.get(x) == Some(&1)
+            {
+                bt.push((op.results[0], op.operands[1], *x));
+            }
+        });
+        for (d, t, x) in bt {
+            p.transposed_b.insert(d, x);
+            p.fused_permutes.insert(t);
+        }
         let mmas: HashMap<ValueId, MmaPlan> =
             p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
-        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas);
+        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b);
         // Forward propagation to a fixed point; a value only ever leaves the blocked layout, so
         // this ends.
         loop {
@@ -336,10 +368,10 @@ impl GpuPlan {
         for (v, d) in dots {
             match d {
                 Ok(p) => {
-                    let (a, b) = (p.a_smem(), p.b_smem());
+                    let (a, b) = (p.a_smem(), if self.transposed_b.contains_key(v) { p.bt_smem() } else { p.b_smem() });
                     let _ = writeln!(
                         s,
-                        "  dot %{}: mma.m16n8k16.{} warps {}x{} (warp block {}x{}), {} mma, A smem [{}, {}] swizzle {}/{}, B smem [{}, {}] swizzle {}/{}, {} B",
+                        "  dot %{}: mma.m16n8k16.{} warps {}x{} (warp block {}x{}), {} mma, A smem [{}, {}] swizzle {}/{}, B{} smem [{}, {}] swizzle {}/{}, {} B",
                         v.0,
                         p.input,
                         p.warps_m,
@@ -351,6 +383,7 @@ impl GpuPlan {
                         a.cols,
                         a.per_phase,
                         a.max_phase,
+                        if self.transposed_b.contains_key(v) { " (transposed)" } else { "" },
                         b.rows,
                         b.cols,
                         b.per_phase,

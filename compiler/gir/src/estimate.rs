@@ -59,7 +59,8 @@ pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
     let mut want = |bytes: u32| need = need.max(bytes.next_multiple_of(16));
     walk_with_yields(&k.body, &[], &mut |op, yields_to| {
         // Operands the lowering converts to another layout go through scratch.
-        if !matches!(op.kind, OpKind::If) && !op.results.first().is_some_and(|r| plan.is_staged(*r)) {
+        let skipped = op.results.first().is_some_and(|r| plan.is_staged(*r) || plan.fused_permutes.contains(r));
+        if !matches!(op.kind, OpKind::If) && !skipped {
             for i in 0..op.operands.len() {
                 let v = op.operands[i];
                 if plan.conversion(k, op, i, yields_to).is_some()
@@ -93,6 +94,7 @@ pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
                     want(tile_bytes(src()));
                 }
             }
+            OpKind::Permute(_) if plan.fused_permutes.contains(&op.results[0]) => {}
             OpKind::Permute(_) | OpKind::Split => want(tile_bytes(src())),
             OpKind::Join => want(tile_bytes(src()) + tile_bytes(k.ty(op.operands[1]))),
             OpKind::Dot(_) => match plan.mma(op.results[0]) {

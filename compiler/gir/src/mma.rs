@@ -213,6 +213,31 @@ impl MmaPlan {
         LinearLayout { shape: vec![self.k, self.n], reg, lane, warp: self.warp_bases(0, col) }
     }
 
+    /// Shared-memory layout of B stored transposed, as `[n, k]` (for `dot(a, trans(b))` with
+    /// `b: [n, k]` row-major: the tile is copied as it is and read with `ldmatrix` without
+    /// `.trans`).
+    pub fn bt_smem(&self) -> Swizzle {
+        Swizzle::for_rows(self.n, self.k)
+    }
+
+    /// The rows each lane gives `ldmatrix.x4` (no `.trans`) for B stored as `[n, k]`, over
+    /// (instruction `nj + tiles_n/2·kk`, lane, warp): lane `l` points at row (n)
+    /// `l % 8 + 8·(l / 16)`, column (k) `8·((l / 8) % 2)` of the n16k16 block `(nj, kk)`.
+    pub fn bt_rows(&self) -> LinearLayout {
+        let (row, col) = (self.k, 1);
+        let mut reg: Vec<usize> = (0..(self.tiles_n() / 2).trailing_zeros()).map(|i| (16 << i) * row).collect();
+        reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * col));
+        let lane = vec![row, 2 * row, 4 * row, 8 * col, 8 * row];
+        let mut warp = Vec::new();
+        for _ in 0..self.warps_m.trailing_zeros() {
+            warp.push(0);
+        }
+        for i in 0..self.warps_n.trailing_zeros() {
+            warp.push(row * (self.wn() << i));
+        }
+        LinearLayout { shape: vec![self.n, self.k], reg, lane, warp }
+    }
+
     /// Whether a warp's N block holds a whole number of `ldmatrix.x4.trans` (16 columns).
     pub fn b_pairs(&self) -> usize {
         self.tiles_n() / 2

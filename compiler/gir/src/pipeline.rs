@@ -78,6 +78,7 @@ pub fn plan(
     k: &Kernel,
     stages: u32,
     dots: &HashMap<ValueId, MmaPlan>,
+    transposed_b: &HashMap<ValueId, ValueId>,
 ) -> (HashMap<ValueId, LoopPipeline>, u32) {
     let mut uses: HashMap<ValueId, usize> = HashMap::new();
     k.walk(&mut |op| {
@@ -115,7 +116,7 @@ pub fn plan(
         if s < 2 {
             continue;
         }
-        if let Some(mut p) = plan_loop(&op, s, dots, &uses, &consts) {
+        if let Some(mut p) = plan_loop(&op, s, dots, transposed_b, &uses, &consts) {
             p.base = base;
             base += p.bytes();
             out.insert(op.regions[0].args[0], p);
@@ -128,6 +129,7 @@ fn plan_loop(
     op: &Op,
     stages: u32,
     dots: &HashMap<ValueId, MmaPlan>,
+    transposed_b: &HashMap<ValueId, ValueId>,
     uses: &HashMap<ValueId, usize>,
     zero: &HashMap<ValueId, bool>,
 ) -> Option<LoopPipeline> {
@@ -147,7 +149,11 @@ fn plan_loop(
         let OpKind::Dot(_) = o.kind else { continue };
         let Some(mma) = dots.get(&o.results[0]) else { continue };
         for operand in 0..2 {
-            let v = o.operands[operand];
+            // B given as trans(x): x is what goes to shared memory.
+            let v = match transposed_b.get(&o.results[0]) {
+                Some(x) if operand == 1 => *x,
+                _ => o.operands[operand],
+            };
             let bytes = if operand == 0 { mma.m * mma.k } else { mma.k * mma.n } * mma.input.bytes();
             // A tile from before the loop: written to shared memory once, before it.
             if !def.contains_key(&v) && !body.args.contains(&v) {

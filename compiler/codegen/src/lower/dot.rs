@@ -85,6 +85,12 @@ impl<'c> Lowering<'c, '_> {
 impl<'c> Lowering<'c, '_> {
     fn dot_mma(&mut self, op: &Op, plan: &MmaPlan) -> R<()> {
         let (a, b, c) = (op.operands[0], op.operands[1], op.operands[2]);
+        // dot(a, trans(x)): x goes to shared memory as it is, [n, k].
+        let (b, bt) = match self.plan.transposed_b.get(&op.results[0]) {
+            Some(x) => (*x, true),
+            None => (b, false),
+        };
+        let b_swz = if bt { plan.bt_smem() } else { plan.b_smem() };
         let esz = plan.input.bytes() as u32;
         let (sa, sb) = (self.staged.get(&a).copied(), self.staged.get(&b).copied());
         // A already in the fragments' layout (attention's P) is packed from registers.
@@ -100,7 +106,7 @@ impl<'c> Lowering<'c, '_> {
                 self.operand_to_smem(a, &plan.a_smem(), scratch)?;
             }
             if sb.is_none() {
-                self.operand_to_smem(b, &plan.b_smem(), scratch + b_off)?;
+                self.operand_to_smem(b, &b_swz, scratch + b_off)?;
             }
             self.barrier()?;
         }
@@ -109,7 +115,7 @@ impl<'c> Lowering<'c, '_> {
         let mut acc = self.elems(c);
         let a_vals = if a_regs.is_some() { self.elems(a) } else { Vec::new() };
         let a_rows = plan.a_rows().then(&plan.a_smem().map());
-        let b_rows = plan.b_rows().then(&plan.b_smem().map());
+        let b_rows = if bt { plan.bt_rows() } else { plan.b_rows() }.then(&b_swz.map());
         let (a_part, b_part) = (self.thread_part(&a_rows)?, self.thread_part(&b_rows)?);
         let (tm, tn, pairs) = (plan.tiles_m(), plan.tiles_n(), plan.b_pairs());
         for kk in 0..plan.steps_k() {
@@ -126,7 +132,7 @@ impl<'c> Lowering<'c, '_> {
             let mut bf = Vec::with_capacity(pairs);
             for nj in 0..pairs {
                 let e = self.at(b_part, b_rows.reg_part(nj + pairs * kk))?;
-                bf.push(self.ldmatrix(e, b_base, true)?);
+                bf.push(self.ldmatrix(e, b_base, !bt)?);
             }
             for mi in 0..tm {
                 for ni in 0..tn {

@@ -164,7 +164,13 @@ impl<'c> Lowering<'c, '_> {
                     .map(|i| self.operand_in(op, i, yields_to))
                     .collect();
             }
-            if op.results.first().is_some_and(|r| self.staged.contains_key(r)) {
+            // Loads a pipeline copied ahead, and transpositions a dot reads through, are not
+            // lowered here.
+            if op
+                .results
+                .first()
+                .is_some_and(|r| self.staged.contains_key(r) || self.plan.fused_permutes.contains(r))
+            {
                 continue;
             }
             let saved = self.prepare_operands(op)?;

@@ -29,7 +29,7 @@ impl<'c> Lowering<'c, '_> {
         // Operands from before the loop: written once.
         for r in &pl.resident {
             let plan = self.plan.mma(r.dot).expect("resident operands feed tensor-core dots").clone();
-            let swz = if r.operand == 0 { plan.a_smem() } else { plan.b_smem() };
+            let swz = self.operand_swizzle(&plan, r.dot, r.operand);
             let at = self.i32c(pl.resident_addr(r) as u64);
             self.operand_to_smem_at(r.load, &swz, at)?;
         }
@@ -86,6 +86,16 @@ impl<'c> Lowering<'c, '_> {
             self.set(*r, v);
         }
         Ok(())
+    }
+
+    /// How operand `operand` (0: A, 1: B) of the dot with result `dot` is laid out in shared
+    /// memory.
+    fn operand_swizzle(&self, plan: &tile_gir::mma::MmaPlan, dot: ValueId, operand: usize) -> tile_gir::mma::Swizzle {
+        match operand {
+            0 => plan.a_smem(),
+            _ if self.plan.transposed_b.contains_key(&dot) => plan.bt_smem(),
+            _ => plan.b_smem(),
+        }
     }
 
     /// The byte address of a staged buffer in stage `stage`.
@@ -146,7 +156,7 @@ impl<'c> Lowering<'c, '_> {
         for ld in &pl.loads {
             let lop = defs[&ld.load];
             let plan = self.plan.mma(ld.dot).expect("staged loads feed tensor-core dots").clone();
-            let swz = if ld.operand == 0 { plan.a_smem() } else { plan.b_smem() };
+            let swz = self.operand_swizzle(&plan, ld.dot, ld.operand);
             let base = self.stage_addr(pl, stage, ld.offset)?;
             let t = self.k.ty(ld.load).clone();
             let has_mask = matches!(lop.kind, OpKind::Load { mask: true, .. });

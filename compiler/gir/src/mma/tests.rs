@@ -167,3 +167,32 @@ fn fragments_match_the_ptx_table() {
         }
     }
 }
+
+/// `ldmatrix.x4` without `.trans` from B stored as `[n, k]` gives lane `l` register `j` = row
+/// (n) `l/4`, columns (k) `2(l%4)`, `2(l%4)+1` of matrix `j`: exactly B's fragment.
+#[test]
+fn ldmatrix_of_transposed_b_gives_the_b_fragment() {
+    for p in plans() {
+        let (rows, swz, frag) = (p.bt_rows(), p.bt_smem(), p.b_fragment());
+        let phys = rows.then(&swz.map());
+        for (l, w) in lanes_warps(&p) {
+            for i in 0..p.b_pairs() * p.steps_k() {
+                for j in 0..4 {
+                    for h in 0..2 {
+                        let start = swz.apply(rows.apply(i, 8 * j + l / 4, w));
+                        let nk = swz.apply(start + 2 * (l % 4) + h);
+                        let (n, k) = (nk / p.k, nk % p.k);
+                        assert_eq!(k * p.n + n, frag.apply(h + 2 * j + 8 * i, l, w), "{p:?}");
+                    }
+                }
+                // 8 rows of one matrix in 8 different bank groups.
+                for j in 0..4 {
+                    let mut g: Vec<usize> = (0..8).map(|r| (phys.apply(i, 8 * j + r, w) * 2 / 16) % 8).collect();
+                    g.sort();
+                    g.dedup();
+                    assert_eq!(g.len(), 8, "{p:?}");
+                }
+            }
+        }
+    }
+}
