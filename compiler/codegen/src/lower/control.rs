@@ -84,18 +84,10 @@ impl<'c> Lowering<'c, '_> {
         if let Some(pl) = self.plan.pipelines.get(&op.regions[0].args[0]).cloned() {
             return self.for_pipelined(op, &pl);
         }
-        let d = self.dtype(op.operands[0]);
-        let (lo, hi, step) = (
-            self.scalar(op.operands[0]).into_int_value(),
-            self.scalar(op.operands[1]).into_int_value(),
-            self.scalar(op.operands[2]).into_int_value(),
-        );
-        let inits: Vec<Repr> = (3..op.operands.len())
-            .map(|i| self.operand_in(op, i, &[]))
-            .collect::<R<_>>()?;
+        let (lo, hi, step, signed, inits) = self.loop_operands(op)?;
         let flat = Self::flatten(&inits);
         let body = op.regions[0].clone();
-        let out = self.counted_loop(lo, hi, step, !d.is_unsigned(), flat, &mut |l, i, cur| {
+        let out = self.counted_loop(lo, hi, step, signed, flat, &mut |l, i, cur| {
             let mut args = vec![Repr::Scalar(i.into())];
             args.extend(Self::rebuild(&inits, &cur));
             let y = l.region(&body, &args, &op.results)?;
@@ -105,6 +97,22 @@ impl<'c> Lowering<'c, '_> {
             self.set(*r, v);
         }
         Ok(())
+    }
+
+    /// A `for`'s bounds, whether they compare signed, and its initial values in the layouts the
+    /// loop carries them in.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn loop_operands(
+        &mut self,
+        op: &Op,
+    ) -> R<(IntValue<'c>, IntValue<'c>, IntValue<'c>, bool, Vec<Repr<'c>>)> {
+        let d = self.dtype(op.operands[0]);
+        let bound = |l: &Self, i: usize| l.scalar(op.operands[i]).into_int_value();
+        let (lo, hi, step) = (bound(self, 0), bound(self, 1), bound(self, 2));
+        let inits: Vec<Repr> = (3..op.operands.len())
+            .map(|i| self.operand_in(op, i, &[]))
+            .collect::<R<_>>()?;
+        Ok((lo, hi, step, !d.is_unsigned(), inits))
     }
 
     pub(super) fn if_op(&mut self, op: &Op) -> R<()> {

@@ -167,10 +167,7 @@ impl<'c> Lowering<'c, '_> {
         let esz = Self::smem_size(t.elem);
         self.when(own, |l| {
             for g in 0..vals.len() / run {
-                let e = l.at(part, phys.reg_part(g * run))?;
-                let off = llvm(l.b.build_int_mul(e, l.i32c(esz as u64), ""))?;
-                let off = llvm(l.b.build_int_add(off, base, ""))?;
-                let p = l.smem_abs_ptr(off)?;
+                let p = l.smem_elem_at(l.at(part, phys.reg_part(g * run))?, esz, base)?;
                 let x: BasicValueEnum = if run == 1 {
                     vals[g]
                 } else {
@@ -208,9 +205,7 @@ impl<'c> Lowering<'c, '_> {
     /// `ldmatrix.x4` (`.trans` for B) of the rows at element `e` of the 16-bit array at shared
     /// byte `base`.
     fn ldmatrix(&self, e: IntValue<'c>, base: IntValue<'c>, trans: bool) -> R<Vec<BasicValueEnum<'c>>> {
-        let off = llvm(self.b.build_int_mul(e, self.i32c(2), ""))?;
-        let off = llvm(self.b.build_int_add(off, base, ""))?;
-        let p = self.smem_abs_ptr(off)?;
+        let p = self.smem_elem_at(e, 2, base)?;
         let name = if trans {
             "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
         } else {

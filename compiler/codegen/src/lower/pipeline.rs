@@ -12,16 +12,7 @@ use super::{Lowering, R, Repr, llvm};
 
 impl<'c> Lowering<'c, '_> {
     pub(super) fn for_pipelined(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
-        let d = self.dtype(op.operands[0]);
-        let signed = !d.is_unsigned();
-        let (lo, hi, step) = (
-            self.scalar(op.operands[0]).into_int_value(),
-            self.scalar(op.operands[1]).into_int_value(),
-            self.scalar(op.operands[2]).into_int_value(),
-        );
-        let inits: Vec<Repr> = (3..op.operands.len())
-            .map(|i| self.operand_in(op, i, &[]))
-            .collect::<R<_>>()?;
+        let (lo, hi, step, signed, inits) = self.loop_operands(op)?;
         let s = pl.stages;
         // Warps still reading the buffers from an earlier run of this loop (a loop inside
         // another) finish before they are written again.
@@ -173,10 +164,7 @@ impl<'c> Lowering<'c, '_> {
                 let own = self.owns(&lay)?;
                 self.when(own, |l| {
                     for g in 0..ptrs.len() / run {
-                        let e = l.at(part, phys.reg_part(g * run))?;
-                        let off = llvm(l.b.build_int_mul(e, l.i32c(esz as u64), ""))?;
-                        let off = llvm(l.b.build_int_add(off, base, ""))?;
-                        let dst = l.smem_abs_ptr(off)?;
+                        let dst = l.smem_elem_at(l.at(part, phys.reg_part(g * run))?, esz, base)?;
                         let ok = match &masks {
                             Some(m) => llvm(l.b.build_and(m[g * run].into_int_value(), in_range, ""))?,
                             None => in_range,

@@ -44,6 +44,13 @@ impl<'c> Lowering<'c, '_> {
         self.smem_abs_ptr(off)
     }
 
+    /// The address of element `e` (of `esz` bytes) of an array at shared byte `base`.
+    pub(super) fn smem_elem_at(&self, e: IntValue<'c>, esz: u32, base: IntValue<'c>) -> R<PointerValue<'c>> {
+        let off = llvm(self.b.build_int_mul(e, self.i32c(esz as u64), ""))?;
+        let off = llvm(self.b.build_int_add(off, base, ""))?;
+        self.smem_abs_ptr(off)
+    }
+
     /// The address of byte `byte_off` of shared memory.
     pub(super) fn smem_abs_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
         let base = self.smem.expect("declared at kernel entry");
@@ -148,6 +155,13 @@ impl<'c> Lowering<'c, '_> {
         result: &Type,
         index: &dyn Fn(&Self, &[IntValue<'c>]) -> R<IntValue<'c>>,
     ) -> R<Repr<'c>> {
+        let elem = self.sources_to_smem(srcs)?;
+        self.gather(result, elem, 0, index)
+    }
+
+    /// Writes `srcs` to shared memory one after another between two barriers; returns their
+    /// element type.
+    fn sources_to_smem(&mut self, srcs: &[ValueId]) -> R<Elem> {
         let elem = self.k.ty(srcs[0]).elem;
         let sz = Self::smem_size(elem);
         let total: u32 = srcs.iter().map(|s| self.k.ty(*s).numel() as u32 * sz).sum();
@@ -159,7 +173,7 @@ impl<'c> Lowering<'c, '_> {
             base += self.k.ty(*s).numel() as u32 * sz;
         }
         self.barrier()?;
-        self.gather(result, elem, 0, index)
+        Ok(elem)
     }
 
     /// [`via_smem`](Self::via_smem) with the result in layout `lay` (the blocked layout takes the
@@ -175,17 +189,7 @@ impl<'c> Lowering<'c, '_> {
         if result.is_scalar() || *lay == blocked {
             return self.via_smem(srcs, result, index);
         }
-        let elem = self.k.ty(srcs[0]).elem;
-        let sz = Self::smem_size(elem);
-        let total: u32 = srcs.iter().map(|s| self.k.ty(*s).numel() as u32 * sz).sum();
-        self.need_smem(total);
-        self.barrier()?;
-        let mut base = 0;
-        for s in srcs {
-            self.tile_to_smem(*s, base)?;
-            base += self.k.ty(*s).numel() as u32 * sz;
-        }
-        self.barrier()?;
+        let elem = self.sources_to_smem(srcs)?;
         let part = self.thread_part(lay)?;
         let st = crate::layout::strides(&result.shape);
         let mut out = Vec::with_capacity(lay.regs());
