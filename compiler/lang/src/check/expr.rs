@@ -69,7 +69,13 @@ impl Cx<'_> {
             candidates.extend(s.names.keys().cloned());
         }
         candidates.extend(BUILTIN_NAMES.iter().map(|s| s.to_string()));
-        if let Some(t) = super::suggest_dtype(n) {
+        // A name of the caller (a kernel's constant, say) is out of a helper's sight.
+        let callers = self.scopes[..self.frame_base()].iter().any(|s| s.names.contains_key(n));
+        if callers {
+            d = d.help(format!(
+                "`{n}` belongs to the code that calls this helper; a helper sees only its parameters and the file's top-level names: pass `{n}` as an argument"
+            ));
+        } else if let Some(t) = super::suggest_dtype(n) {
             d = d.help(format!("for the dtype, write `{t}`"));
         } else if let Some(best) = closest(n, candidates.iter().map(|s| s.as_str())) {
             d = d.help(format!("a name with a similar spelling exists: `{best}`"));
