@@ -47,6 +47,12 @@ fn compile_emits_ast_and_ir_and_binds_defines() {
     assert!(err.contains("no compile-time parameter `NOPE`"), "{err}");
     let (code, _, err) = tilec(&["compile", &path("dsl-examples/vector_add.tile"), "-D", "BLOCK=100"]);
     assert_eq!(code, 1);
+    // Pipeline depths outside #[stages]'s range are usage errors that say the range.
+    for bad in ["0", "100"] {
+        let (code, _, e) = tilec(&["explain", &path("dsl-examples/vector_add.tile"), "--num-stages", bad]);
+        assert_eq!(code, 2, "{e}");
+        assert!(e.contains("1..=8"), "{e}");
+    }
     assert!(err.contains("not a power of two"), "{err}");
 }
 

@@ -32,9 +32,9 @@ pub struct CompileOptions {
     pub target: Target,
     /// Warps per block (a power of two, 1 to 32).
     pub num_warps: u32,
-    /// Software-pipelining depth of the kernel's loops (1: none). Carried through the options,
-    /// cache keys and the tuner; the lowering does not pipeline loops yet, so it does not
-    /// change the PTX today.
+    /// Software-pipelining depth of the kernel's loops, 1 to 8 (1: none): loops feeding
+    /// tensor-core dots copy their operands `num_stages - 1` iterations ahead (a loop's own
+    /// `#[stages(..)]` wins).
     pub num_stages: u32,
     /// One entry per kernel parameter (or empty: nothing is assumed).
     pub specialization: Vec<ArgSpec>,
@@ -108,6 +108,8 @@ pub enum CodegenError {
     UnknownTarget(#[from] UnknownTarget),
     #[error("num_warps must be a power of two from 1 to {max}; got {got}")]
     BadWarps { got: u32, max: u32 },
+    #[error("num_stages must be from 1 to 8 (1: no pipelining); got {got}")]
+    BadStages { got: u32 },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
     Unsupported { what: String, op: String, at: String },
     #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]
@@ -139,6 +141,9 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
             got: opts.num_warps,
             max: max_warps,
         });
+    }
+    if !(1..=8).contains(&opts.num_stages) {
+        return Err(CodegenError::BadStages { got: opts.num_stages });
     }
     LlvmTarget::initialize_nvptx(&InitializationConfig::default());
     let ctx = Context::create();

@@ -55,8 +55,8 @@ enum Command {
         /// Pin warps per block.
         #[arg(long)]
         num_warps: Option<u32>,
-        /// Pin pipeline stages.
-        #[arg(long)]
+        /// Pin pipeline stages (1 to 8, as `#[stages(..)]`; 1: no pipelining).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
         num_stages: Option<u32>,
         /// Where unpinned compile-time values, warps and stages come from: the static model
         /// (`tilec explain`; the JIT's default too) or each one's first candidate.
@@ -139,8 +139,8 @@ enum Command {
         /// Pin warps per block.
         #[arg(long)]
         num_warps: Option<u32>,
-        /// Pin pipeline stages.
-        #[arg(long)]
+        /// Pin pipeline stages (1 to 8, as `#[stages(..)]`; 1: no pipelining).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
         num_stages: Option<u32>,
     },
     /// Time the static model's best candidates on the GPU (all with --all-candidates) on each
