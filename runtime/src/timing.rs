@@ -76,6 +76,27 @@ impl Gpu {
         self.time_each(opts.runs, flush, &timed)
     }
 
+    /// The device-to-device copy bandwidth a kernel moving `bytes` (read plus written) could
+    /// reach: copies of `bytes / 2`, timed like [`time_kernel`](Self::time_kernel) (warm-up,
+    /// L2 flushed before each run), in GB/s. A small case cannot reach a large copy's rate.
+    pub fn copy_bandwidth_like(&self, bytes: usize, opts: &TimingOptions) -> Result<f64, RuntimeError> {
+        let half = (bytes / 2).max(4);
+        let src = drv(self.stream.alloc_zeros::<u8>(half))?;
+        let mut dst = drv(self.stream.alloc_zeros::<u8>(half))?;
+        for _ in 0..opts.warmup {
+            drv(self.stream.memcpy_dtod(&src, &mut dst))?;
+        }
+        let flush = if opts.flush_bytes > 0 {
+            Some(drv(self.stream.alloc_zeros::<u8>(opts.flush_bytes))?)
+        } else {
+            None
+        };
+        let cell = std::cell::RefCell::new(dst);
+        let copy = |g: &Gpu| drv(g.stream.memcpy_dtod(&src, &mut *cell.borrow_mut()));
+        let t = self.time_each(opts.runs, flush, &copy)?;
+        Ok(2.0 * half as f64 / (t.median() * 1e-3) / 1e9)
+    }
+
     /// Device-to-device copy bandwidth in GB/s (bytes read plus bytes written per second), the
     /// median of `runs` copies of `bytes`.
     pub fn copy_bandwidth(&self, bytes: usize, runs: usize) -> Result<f64, RuntimeError> {
