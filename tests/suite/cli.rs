@@ -47,6 +47,18 @@ fn compile_emits_ast_and_ir_and_binds_defines() {
     assert!(err.contains("no compile-time parameter `NOPE`"), "{err}");
     let (code, _, err) = tilec(&["compile", &path("dsl-examples/vector_add.tile"), "-D", "BLOCK=100"]);
     assert_eq!(code, 1);
+    // A tile that would give each thread thousands of elements is refused before LLVM, which
+    // took minutes on it.
+    let (code, _, e) = tilec(&[
+        "compile",
+        &path("dsl-examples/vector_add.tile"),
+        "-D",
+        "BLOCK=1048576",
+        "--emit",
+        "ptx",
+    ]);
+    assert_eq!(code, 1, "{e}");
+    assert!(e.contains("the limit is 1024") && e.contains("more warps"), "{e}");
     // Pipeline depths outside #[stages]'s range are usage errors that say the range.
     for bad in ["0", "100"] {
         let (code, _, e) = tilec(&["explain", &path("dsl-examples/vector_add.tile"), "--num-stages", bad]);

@@ -110,6 +110,10 @@ pub enum CodegenError {
     BadWarps { got: u32, max: u32 },
     #[error("num_stages must be from 1 to 8 (1: no pipelining); got {got}")]
     BadStages { got: u32 },
+    #[error(
+        "a tile of {shape} puts {per_thread} elements in each of {threads} threads{at}; the limit is {MAX_ELEMS_PER_THREAD}: use more warps (up to 32) or smaller tiles"
+    )]
+    TileTooLarge { shape: String, per_thread: usize, threads: u32, at: String },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
     Unsupported { what: String, op: String, at: String },
     #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]
@@ -132,6 +136,11 @@ impl CodegenError {
         }
     }
 }
+
+/// The most elements of one tile a thread may hold. Beyond it the lowering's code (and LLVM's
+/// time and memory) grows without bound — `BLOCK = 2^20` on 4 warps took minutes — and ptxas
+/// would spill long before.
+pub const MAX_ELEMS_PER_THREAD: usize = 1024;
 
 /// Compiles a kernel to PTX.
 pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, CodegenError> {

@@ -61,6 +61,7 @@ pub(crate) fn lower<'c>(
     let info = crate::axis::analyze(k, spec);
     let max_vec = crate::estimate::max_vec(k);
     let plan = GpuPlan::new(k, threads / 32, stages);
+    too_large(k, &plan, threads)?;
     let mut l = Lowering {
         info,
         max_vec,
@@ -80,6 +81,29 @@ pub(crate) fn lower<'c>(
     };
     l.kernel()?;
     Ok(l.smem_bytes.max(l.plan.pipeline_bytes))
+}
+
+/// The first tile whose layout gives a thread more than [`crate::MAX_ELEMS_PER_THREAD`] elements.
+fn too_large(k: &Kernel, plan: &GpuPlan, threads: u32) -> R<()> {
+    let mut err = None;
+    k.walk(&mut |op| {
+        for r in &op.results {
+            let t = k.ty(*r);
+            if err.is_some() || t.is_scalar() {
+                continue;
+            }
+            let per_thread = plan.layout(k, *r).regs();
+            if per_thread > crate::MAX_ELEMS_PER_THREAD {
+                let at = if op.loc == Loc::default() {
+                    String::new()
+                } else {
+                    format!(" (`{}` at {}:{})", op.kind.name(), op.loc.line, op.loc.col)
+                };
+                err = Some(CodegenError::TileTooLarge { shape: t.to_string(), per_thread, threads, at });
+            }
+        }
+    });
+    err.map_or(Ok(()), Err)
 }
 
 /// One kernel's lowering: the LLVM handles, the kernel, the registers of every value lowered so
