@@ -7,7 +7,9 @@
 //! by zero, a failed `assert` or a wrong hint is an [`InterpError`] naming the op, its source
 //! location, the program and the element.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::rc::Rc;
 
 pub use crate::ir::scalar::{self, Scalar};
 use crate::ir::*;
@@ -138,6 +140,7 @@ pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]
         grid,
         pid: [0; 3],
         out: Vec::new(),
+        dead: HashMap::new(),
     };
     for z in 0..grid[2] {
         for y in 0..grid[1] {
@@ -218,6 +221,48 @@ struct Machine<'a> {
     grid: [u32; 3],
     pid: [u32; 3],
     out: Output,
+    /// Per region (by address), the values each op is the last to read: dropped after it, so
+    /// that a program holds only the tiles still to be used, not every value it computed.
+    dead: HashMap<*const Region, Rc<Vec<Vec<ValueId>>>>,
+}
+
+/// For each op of `r`, the values defined in `r` (its arguments and its ops' results) that no
+/// later op of `r` reads (reads inside an op's regions count at that op). Values defined
+/// outside `r` are never listed: a loop body runs again and reads them again.
+fn last_uses(r: &Region) -> Vec<Vec<ValueId>> {
+    fn reads(op: &Op, out: &mut Vec<ValueId>) {
+        out.extend(op.operands.iter().copied());
+        for sub in &op.regions {
+            for o in &sub.ops {
+                reads(o, out);
+            }
+        }
+    }
+    let mut defined: HashSet<ValueId> = r.args.iter().copied().collect();
+    let mut last: HashMap<ValueId, usize> = HashMap::new();
+    for (i, op) in r.ops.iter().enumerate() {
+        let mut used = Vec::new();
+        reads(op, &mut used);
+        for v in used {
+            if defined.contains(&v) {
+                last.insert(v, i);
+            }
+        }
+        for res in &op.results {
+            defined.insert(*res);
+            last.entry(*res).or_insert(i);
+        }
+    }
+    for a in &r.args {
+        last.entry(*a).or_insert(0);
+    }
+    let mut out = vec![Vec::new(); r.ops.len()];
+    for (v, i) in last {
+        if i < out.len() {
+            out[i].push(v);
+        }
+    }
+    out
 }
 
 impl Machine<'_> {
@@ -244,13 +289,22 @@ impl Machine<'_> {
         }
     }
 
-    /// Runs a region's ops; returns the values of its final `yield`.
+    /// Runs a region's ops; returns the values of its final `yield`. Each value is dropped
+    /// after its last read in the region.
     fn region(&mut self, r: &Region) -> Result<Vec<Tile>, InterpError> {
-        for op in &r.ops {
+        let dead = self
+            .dead
+            .entry(r as *const Region)
+            .or_insert_with(|| Rc::new(last_uses(r)))
+            .clone();
+        for (i, op) in r.ops.iter().enumerate() {
             if let OpKind::Yield = op.kind {
                 return Ok(op.operands.iter().map(|v| self.get(*v).clone()).collect());
             }
             self.op(op)?;
+            for v in &dead[i] {
+                self.env[v.0 as usize] = None;
+            }
         }
         Ok(vec![])
     }
@@ -890,5 +944,43 @@ fn fmt_elem(e: Scalar, d: DType) -> String {
         Scalar::I(i) if d == DType::U64 => (i as u64).to_string(),
         Scalar::I(i) => i.to_string(),
         Scalar::F(f) => format!("{f}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each value is dropped after its last read in its own region; values from outside a loop
+    /// body are never dropped inside it; what a loop body reads stays until that read.
+    #[test]
+    fn values_die_after_their_last_read() {
+        let src = "kernel k(x: *f32, y: *mut f32) {
+            let o = arange(0, 4);
+            let a = load(x + o);
+            let b = a * 2.0;
+            let mut c = b;
+            for i in 0..3 { c = c + a; }
+            store(y + o, c);
+        }";
+        let ast = crate::syntax::parse(src).unwrap();
+        let k = crate::check::check_kernel(src, &ast, "k", &vec![]).unwrap();
+        let dead = last_uses(&k.body);
+        let at = |v: ValueId| dead.iter().position(|d| d.contains(&v));
+        let def = |v: ValueId| k.body.ops.iter().position(|op| op.results.contains(&v)).unwrap();
+        let for_at = k.body.ops.iter().position(|op| matches!(op.kind, OpKind::For { .. })).unwrap();
+        let load = k.body.ops.iter().find(|op| matches!(op.kind, OpKind::Load { .. })).unwrap();
+        // `a` is read inside the loop: it lives until the loop is done, then dies there.
+        assert_eq!(at(load.results[0]), Some(for_at));
+        // Every value of the body dies somewhere at or after its definition.
+        for op in &k.body.ops {
+            for r in &op.results {
+                assert!(at(*r).is_some_and(|i| i >= def(*r)), "{r:?}");
+            }
+        }
+        // Inside the loop, values from outside are never listed.
+        let body = &k.body.ops[for_at].regions[0];
+        let inner: Vec<ValueId> = last_uses(body).into_iter().flatten().collect();
+        assert!(!inner.contains(&load.results[0]));
     }
 }
