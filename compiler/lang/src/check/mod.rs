@@ -241,6 +241,24 @@ impl<'a> Cx<'a> {
         &self.values[v.0 as usize]
     }
 
+    /// Counts one operation (or one unrolled iteration, which costs at least its loop
+    /// variable, even when everything in it folds to constants) against [`MAX_OPS`].
+    pub fn count_op(&mut self, span: Span) -> R<()> {
+        self.op_count += 1;
+        if self.op_count > MAX_OPS + 1 {
+            // Reported once: everything after it is over the limit too.
+            return Err(Reported);
+        }
+        if self.op_count > MAX_OPS {
+            return self.fail(
+                Diagnostic::error(span, "kernel too large")
+                    .label(format!("more than {MAX_OPS} operations after inlining and unrolling"))
+                    .help("unroll fewer iterations or inline fewer helper calls"),
+            );
+        }
+        Ok(())
+    }
+
     /// Appends an op with the given result types to the innermost region.
     pub fn emit(
         &mut self,
@@ -253,14 +271,7 @@ impl<'a> Cx<'a> {
         for t in &results {
             self.check_tile_size(t, span)?;
         }
-        self.op_count += 1;
-        if self.op_count > MAX_OPS {
-            return self.fail(
-                Diagnostic::error(span, "kernel too large")
-                    .label(format!("more than {MAX_OPS} operations after inlining and unrolling"))
-                    .help("unroll fewer iterations or inline fewer helper calls"),
-            );
-        }
+        self.count_op(span)?;
         let results: Vec<ValueId> = results.into_iter().map(|t| self.new_value(t)).collect();
         let loc = self.loc(span);
         self.regions.last_mut().unwrap().push(Op {

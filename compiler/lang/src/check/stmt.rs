@@ -389,6 +389,7 @@ impl Cx<'_> {
         };
         let mut i = s;
         while i < e {
+            self.count_op(f.span)?;
             self.push_scope(false);
             let c = self.constant(ConstValue::Int(i), d);
             self.bind(&f.var.name, Val::V(c), false);
