@@ -5,11 +5,12 @@
 //! compiled.ptx            // PTX text for the driver or ptxas
 //! ```
 //!
-//! This first lowering is built for correctness on every op: each tile has one blocked layout
-//! per shape (see `layout.rs`), elementwise ops stay in registers, full reductions to a scalar go
-//! through warp shuffles and shared memory, and every other data movement (broadcasts of tiles,
-//! axis reductions, scans, `dot`, transposes) goes through shared memory. Tensor cores,
-//! vectorised accesses and layout propagation arrive with the performance work.
+//! The lowering obeys `tile_gir::assign::GpuPlan`: each tile is in the blocked layout (see
+//! `layout.rs`) unless the plan gives it another (a tensor-core accumulator, a reduced or
+//! recomputed one); `dot`s with a `MmaPlan` run on `mma.sync` with `ldmatrix`, loops feeding them
+//! are pipelined with `cp.async`, and operands in the wrong layout are converted. Elementwise ops
+//! stay in registers; other data movement (tile broadcasts of loaded values, most axis
+//! reductions, scans, transposes) goes through shared memory.
 
 mod axis;
 mod lower;
