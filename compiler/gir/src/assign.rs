@@ -436,14 +436,19 @@ impl GpuPlan {
 /// take whole rows, so that the row statistics between them stay within a warp and the second
 /// accumulator's rows match the first's.
 fn chained_dots(k: &Kernel) -> HashSet<ValueId> {
-    let mut users: HashMap<ValueId, Vec<Op>> = HashMap::new();
+    // For each value, its users: (whether the user is a dot reading it as A, whether it is
+    // elementwise, the user's result).
+    let mut users: HashMap<ValueId, Vec<(bool, bool, ValueId)>> = HashMap::new();
     let mut dots = Vec::new();
     k.walk(&mut |op| {
-        for v in &op.operands {
-            users.entry(*v).or_default().push(op.clone());
+        let Some(res) = op.results.first().copied() else { return };
+        let pass = elementwise(&op.kind) || passthrough(&op.kind);
+        for (i, v) in op.operands.iter().enumerate() {
+            let as_a = matches!(op.kind, OpKind::Dot(_)) && i == 0;
+            users.entry(*v).or_default().push((as_a, pass, res));
         }
         if matches!(op.kind, OpKind::Dot(_)) {
-            dots.push(op.results[0]);
+            dots.push(res);
         }
     });
     let mut out = HashSet::new();
@@ -454,14 +459,12 @@ fn chained_dots(k: &Kernel) -> HashSet<ValueId> {
             if depth > 16 || !seen.insert(v) {
                 continue;
             }
-            for u in users.get(&v).into_iter().flatten() {
-                match u.kind {
-                    OpKind::Dot(_) if u.operands[0] == v => {
-                        out.insert(d);
-                        out.insert(u.results[0]);
-                    }
-                    ref kind if elementwise(kind) || passthrough(kind) => work.push((u.results[0], depth + 1)),
-                    _ => {}
+            for (as_a, pass, res) in users.get(&v).into_iter().flatten() {
+                if *as_a {
+                    out.insert(d);
+                    out.insert(*res);
+                } else if *pass {
+                    work.push((*res, depth + 1));
                 }
             }
         }

@@ -53,7 +53,12 @@ fn tile_bytes(t: &Type) -> u32 {
 /// The dynamic shared memory `compile` reports for `k` in blocks of `threads` threads with
 /// loops pipelined `stages` deep: the pipeline region, then the largest scratch any op needs.
 pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
-    let plan = GpuPlan::new(k, threads / 32, stages);
+    smem_bytes_in(k, &GpuPlan::new(k, threads / 32, stages))
+}
+
+/// [`smem_bytes`] for a plan already made (its warps and stages).
+pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
+    let threads = plan.threads;
     let mv = max_vec(k);
     let mut need = 0u32;
     let mut want = |bytes: u32| need = need.max(bytes.next_multiple_of(16));

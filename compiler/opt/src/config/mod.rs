@@ -316,8 +316,9 @@ impl Problem {
 /// Estimates one checked candidate.
 pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
     let threads = num_warps * t.target.warp_size;
-    let regs = registers(k, threads, num_stages);
-    let smem = tile_gir::estimate::smem_bytes(k, threads, num_stages);
+    let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages);
+    let regs = registers(k, &plan);
+    let smem = tile_gir::estimate::smem_bytes_in(k, &plan);
     let alloc = regs.next_multiple_of(t.reg_granule) * threads;
     let by_regs = t.regs_per_sm / alloc.max(1);
     let by_smem = if smem == 0 {

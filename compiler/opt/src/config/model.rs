@@ -44,7 +44,7 @@ struct Regs<'a> {
     splats: HashSet<ValueId>,
     /// Loads a pipelined loop copies into shared memory with cp.async: never in registers.
     staged: HashSet<ValueId>,
-    plan: GpuPlan,
+    plan: &'a GpuPlan,
 }
 
 impl Regs<'_> {
@@ -172,14 +172,14 @@ fn index_tiles(k: &Kernel) -> HashSet<ValueId> {
 }
 
 /// Estimated 32-bit registers per thread for `k` in blocks of `threads` threads.
-pub fn registers(k: &Kernel, threads: u32, stages: u32) -> u32 {
+pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
+    let threads = plan.threads;
     let (mut consts, mut splats) = (HashSet::new(), HashSet::new());
     k.walk(&mut |op| match op.kind {
         OpKind::Const(_) => consts.extend(op.results.iter().copied()),
         OpKind::Broadcast if k.ty(op.operands[0]).shape.is_empty() => splats.extend(op.results.iter().copied()),
         _ => {}
     });
-    let plan = GpuPlan::new(k, threads / 32, stages);
     let mut staged = HashSet::new();
     k.walk(&mut |op| {
         if matches!(op.kind, OpKind::Load { .. }) && plan.is_staged(op.results[0]) {
