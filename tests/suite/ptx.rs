@@ -313,7 +313,8 @@ fn sixteen_bit_arithmetic(ptx: &str) -> Vec<String> {
             let ordered_setp = parts[0] == "setp" && !matches!(parts.get(1), Some(&"eq" | &"ne"));
             // A widening product of 16-bit operands has a 32-bit result: nothing to wrap.
             let widening = parts[0] == "mul" && parts.get(1) == Some(&"wide");
-            (OPS.contains(&parts[0]) || ordered_setp) && !widening
+            (OPS.contains(&parts[0]) || ordered_setp)
+                && !widening
                 && parts[1..]
                     .iter()
                     .any(|p| matches!(*p, "s16" | "u16" | "b16" | "s8" | "u8" | "b8"))
@@ -328,7 +329,10 @@ fn sixteen_bit_arithmetic(ptx: &str) -> Vec<String> {
 #[test]
 fn sixteen_bit_arithmetic_is_recognised_in_ptx() {
     let ptx = "\tneg.s16 \t%rs2, %rs1;\n\t@%p1 shr.s16 %rs3, %rs2, 8;\n\tcvt.s32.s16 %r1, %rs3;\n\tsetp.lt.u16 %p2, %rs1, %rs3;\n\tand.b16 %rs4, %rs1, 255;\n\tsetp.ne.b16 %p3, %rs4, 0;\n\tmul.wide.u16 %r2, %rs4, 512;\n\tmul.lo.s16 %rs5, %rs4, 3;\n";
-    assert_eq!(sixteen_bit_arithmetic(ptx), ["mul.lo.s16", "neg.s16", "setp.lt.u16", "shr.s16"]);
+    assert_eq!(
+        sixteen_bit_arithmetic(ptx),
+        ["mul.lo.s16", "neg.s16", "setp.lt.u16", "shr.s16"]
+    );
 }
 
 /// Every run-spec case of tests/gpu/ (the GPU-vs-interpreter test files) and every example

@@ -187,7 +187,11 @@ impl Analysis<'_> {
                 }
                 return;
             }
-            facts = if round == 3 { vec![AxisInfo::UNKNOWN; facts.len()] } else { next };
+            facts = if round == 3 {
+                vec![AxisInfo::UNKNOWN; facts.len()]
+            } else {
+                next
+            };
         }
     }
 

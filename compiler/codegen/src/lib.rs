@@ -114,7 +114,12 @@ pub enum CodegenError {
     #[error(
         "a tile of {shape} puts {per_thread} elements in each of {threads} threads{at}; the limit is {MAX_ELEMS_PER_THREAD}: use more warps (up to 32) or smaller tiles"
     )]
-    TileTooLarge { shape: String, per_thread: usize, threads: u32, at: String },
+    TileTooLarge {
+        shape: String,
+        per_thread: usize,
+        threads: u32,
+        at: String,
+    },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
     Unsupported { what: String, op: String, at: String },
     #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]

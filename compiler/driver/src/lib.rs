@@ -25,8 +25,8 @@ use tile_lang::spec::{Case, RunSpec};
 use tile_lang::{check, syntax};
 
 pub use tile_codegen::ptxas::Resources;
-pub use tile_gir::assign::GpuPlan;
 pub use tile_codegen::{ArgSpec, CodegenError, CompileOptions, Compiled, TARGETS, Target, target};
+pub use tile_gir::assign::GpuPlan;
 pub use tile_opt::config::{Choice, Config, ConfigError, Pins, TargetDesc, Verdict};
 pub use tile_opt::egraph::{OptError, OptOptions, Report};
 

@@ -117,8 +117,7 @@ impl GpuPlan {
             p.transposed_b.insert(d, x);
             p.fused_permutes.insert(t);
         }
-        let mmas: HashMap<ValueId, MmaPlan> =
-            p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
+        let mmas: HashMap<ValueId, MmaPlan> = p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
         (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b);
         // Forward propagation to a fixed point; a value only ever leaves the blocked layout, so
         // this ends.
@@ -260,7 +259,9 @@ impl GpuPlan {
     /// The reduction `op` runs in its operand's layout (a non-blocked one whose bases each move
     /// along or across the axis, never both), if it does.
     pub fn linear_reduce(&self, k: &Kernel, op: &Op) -> Option<AxisReduce> {
-        let OpKind::Reduce { axis, .. } = op.kind else { return None };
+        let OpKind::Reduce { axis, .. } = op.kind else {
+            return None;
+        };
         let l = self.layouts.get(&op.operands[0])?;
         if k.ty(op.operands[0]).shape.len() < 2 {
             return None;
@@ -306,10 +307,11 @@ impl GpuPlan {
                     }
                 }
                 kind if elementwise(kind) || passthrough(kind) => {
-                    let tiles: Vec<ValueId> =
-                        op.operands.iter().copied().filter(|v| !k.ty(*v).is_scalar()).collect();
+                    let tiles: Vec<ValueId> = op.operands.iter().copied().filter(|v| !k.ty(*v).is_scalar()).collect();
                     let chosen: Vec<&LinearLayout> = tiles.iter().filter_map(|v| self.layouts.get(v)).collect();
-                    let Some(l) = chosen.first().map(|l| (*l).clone()) else { continue };
+                    let Some(l) = chosen.first().map(|l| (*l).clone()) else {
+                        continue;
+                    };
                     // (tiles made of indices and scalars are computed in the chosen layout)
                     let fits = tiles.iter().all(|v| match self.layouts.get(v) {
                         Some(x) => *x == l,
@@ -324,7 +326,9 @@ impl GpuPlan {
                 }
                 OpKind::For { .. } => {
                     let body = &op.regions[0];
-                    let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) else { continue };
+                    let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) else {
+                        continue;
+                    };
                     for (i, yv) in y.operands.iter().enumerate() {
                         if let Some(l) = self.layouts.get(yv).cloned()
                             && !self.layouts.contains_key(&op.results[i])
@@ -368,7 +372,14 @@ impl GpuPlan {
         for (v, d) in dots {
             match d {
                 Ok(p) => {
-                    let (a, b) = (p.a_smem(), if self.transposed_b.contains_key(v) { p.bt_smem() } else { p.b_smem() });
+                    let (a, b) = (
+                        p.a_smem(),
+                        if self.transposed_b.contains_key(v) {
+                            p.bt_smem()
+                        } else {
+                            p.b_smem()
+                        },
+                    );
                     let _ = writeln!(
                         s,
                         "  dot %{}: mma.m16n8k16.{} warps {}x{} (warp block {}x{}), {} mma, A smem [{}, {}] swizzle {}/{}, B{} smem [{}, {}] swizzle {}/{}, {} B",
@@ -383,7 +394,11 @@ impl GpuPlan {
                         a.cols,
                         a.per_phase,
                         a.max_phase,
-                        if self.transposed_b.contains_key(v) { " (transposed)" } else { "" },
+                        if self.transposed_b.contains_key(v) {
+                            " (transposed)"
+                        } else {
+                            ""
+                        },
                         b.rows,
                         b.cols,
                         b.per_phase,
@@ -475,7 +490,13 @@ fn chained_dots(k: &Kernel) -> HashSet<ValueId> {
 fn elementwise(k: &OpKind) -> bool {
     matches!(
         k,
-        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cmp(_) | OpKind::Fma | OpKind::Select | OpKind::Cast(_) | OpKind::Bitcast
+        OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Cmp(_)
+            | OpKind::Fma
+            | OpKind::Select
+            | OpKind::Cast(_)
+            | OpKind::Bitcast
     )
 }
 

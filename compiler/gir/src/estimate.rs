@@ -64,13 +64,14 @@ pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
     let mut want = |bytes: u32| need = need.max(bytes.next_multiple_of(16));
     walk_with_yields(&k.body, &[], &mut |op, yields_to| {
         // Operands the lowering converts to another layout go through scratch.
-        let skipped = op.results.first().is_some_and(|r| plan.is_staged(*r) || plan.fused_permutes.contains(r));
+        let skipped = op
+            .results
+            .first()
+            .is_some_and(|r| plan.is_staged(*r) || plan.fused_permutes.contains(r));
         if !matches!(op.kind, OpKind::If) && !skipped {
             for i in 0..op.operands.len() {
                 let v = op.operands[i];
-                if plan.conversion(k, op, i, yields_to).is_some()
-                    && plan.recompute_ops(k, v, RECOMPUTE_OPS).is_none()
-                {
+                if plan.conversion(k, op, i, yields_to).is_some() && plan.recompute_ops(k, v, RECOMPUTE_OPS).is_none() {
                     want(tile_bytes(k.ty(v)));
                 }
             }
@@ -120,8 +121,7 @@ pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
             // As many outputs as the lowering's block reduction reduces block-wide (FEW): one slot per warp each, twice.
             OpKind::Reduce { .. }
                 if res().numel() == 1
-                    || (res().numel() <= 8
-                        && res().numel() * elems_per_thread(&src().shape, threads, mv) <= 64) =>
+                    || (res().numel() <= 8 && res().numel() * elems_per_thread(&src().shape, threads, mv) <= 64) =>
             {
                 let warps = threads / 32;
                 if warps > 1 {
@@ -137,7 +137,11 @@ pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
             _ => {}
         }
     });
-    if need == 0 { plan.pipeline_bytes } else { plan.pipeline_bytes + need }
+    if need == 0 {
+        plan.pipeline_bytes
+    } else {
+        plan.pipeline_bytes + need
+    }
 }
 
 /// Calls `f` on every op with the values a `yield` in its region hands its operands to (the

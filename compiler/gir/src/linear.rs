@@ -19,7 +19,9 @@ pub struct LinearMap {
 
 impl LinearMap {
     pub fn identity(bits: usize) -> LinearMap {
-        LinearMap { images: (0..bits).map(|i| 1 << i).collect() }
+        LinearMap {
+            images: (0..bits).map(|i| 1 << i).collect(),
+        }
     }
 
     pub fn apply(&self, x: usize) -> usize {
@@ -69,7 +71,12 @@ impl LinearLayout {
         reg.extend((vec_bits + thread_bits..total_bits).map(|b| 1 << b));
         let lane = thread[..5.min(thread.len())].to_vec();
         let warp = thread[lane.len()..].to_vec();
-        LinearLayout { shape: shape.to_vec(), reg, lane, warp }
+        LinearLayout {
+            shape: shape.to_vec(),
+            reg,
+            lane,
+            warp,
+        }
     }
 
     pub fn numel(&self) -> usize {
@@ -94,7 +101,12 @@ impl LinearLayout {
     /// This layout followed by `m` (for instance a shared-memory swizzle).
     pub fn then(&self, m: &LinearMap) -> LinearLayout {
         let f = |v: &Vec<usize>| v.iter().map(|b| m.apply(*b)).collect();
-        LinearLayout { shape: self.shape.clone(), reg: f(&self.reg), lane: f(&self.lane), warp: f(&self.warp) }
+        LinearLayout {
+            shape: self.shape.clone(),
+            reg: f(&self.reg),
+            lane: f(&self.lane),
+            warp: f(&self.warp),
+        }
     }
 
     /// Threads whose index differs only in these bits of `tid` hold the same elements: the bits
@@ -147,7 +159,10 @@ impl LinearLayout {
     /// The same bases on another shape with the same number of elements (reshapes and
     /// `expand_dims` keep the row-major flat index).
     pub fn with_shape(&self, shape: &[usize]) -> LinearLayout {
-        LinearLayout { shape: shape.to_vec(), ..self.clone() }
+        LinearLayout {
+            shape: shape.to_vec(),
+            ..self.clone()
+        }
     }
 
     /// The reduction along `axis`, when every basis moves either only along the axis or only
@@ -191,12 +206,24 @@ impl LinearLayout {
             warp,
         };
         let spread = |bits: &[usize], v: usize| {
-            bits.iter().enumerate().filter(|(j, _)| v >> j & 1 == 1).fold(0, |acc, (_, i)| acc | 1 << i)
+            bits.iter()
+                .enumerate()
+                .filter(|(j, _)| v >> j & 1 == 1)
+                .fold(0, |acc, (_, i)| acc | 1 << i)
         };
         let groups = (0..1usize << keep.len())
-            .map(|o| (0..1usize << fold.len()).map(|f| spread(&keep, o) | spread(&fold, f)).collect())
+            .map(|o| {
+                (0..1usize << fold.len())
+                    .map(|f| spread(&keep, o) | spread(&fold, f))
+                    .collect()
+            })
             .collect();
-        Some(AxisReduce { out, groups, lane_masks, warp_masks })
+        Some(AxisReduce {
+            out,
+            groups,
+            lane_masks,
+            warp_masks,
+        })
     }
 
     /// For a broadcast of a tile held in layout `src` to this layout (leading axes added, axes of
@@ -250,10 +277,15 @@ impl fmt::Display for LinearLayout {
                 .collect();
             format!("({})", c.join(","))
         };
-        let part = |name: &str, v: &[usize]| {
-            format!("{name}:{}", v.iter().map(|b| coords(*b)).collect::<Vec<_>>().join(" "))
-        };
-        write!(f, "[{} | {} | {}]", part("r", &self.reg), part("l", &self.lane), part("w", &self.warp))
+        let part =
+            |name: &str, v: &[usize]| format!("{name}:{}", v.iter().map(|b| coords(*b)).collect::<Vec<_>>().join(" "));
+        write!(
+            f,
+            "[{} | {} | {}]",
+            part("r", &self.reg),
+            part("l", &self.lane),
+            part("w", &self.warp)
+        )
     }
 }
 
@@ -265,7 +297,14 @@ mod tests {
     /// The blocked linear layout is the layout `Layout` describes with chunks and slots.
     #[test]
     fn blocked_matches_the_chunked_layout() {
-        for shape in [vec![1024], vec![64, 64], vec![16, 8], vec![4], vec![2, 2, 32], vec![128, 1]] {
+        for shape in [
+            vec![1024],
+            vec![64, 64],
+            vec![16, 8],
+            vec![4],
+            vec![2, 2, 32],
+            vec![128, 1],
+        ] {
             for threads in [32u32, 64, 128, 256] {
                 for max_vec in [1, 2, 4, 8] {
                     let lay = Layout::new(&shape, threads, max_vec);
@@ -293,7 +332,10 @@ mod tests {
     fn axis_reductions_fold_whole_rows() {
         use crate::mma::MmaPlan;
         use tile_lang::ir::DType;
-        let mut layouts = vec![LinearLayout::blocked(&[64, 64], 128, 4), LinearLayout::blocked(&[16, 256], 256, 8)];
+        let mut layouts = vec![
+            LinearLayout::blocked(&[64, 64], 128, 4),
+            LinearLayout::blocked(&[16, 256], 256, 8),
+        ];
         for (m, n, w) in [(64, 64, 4), (128, 128, 8), (32, 64, 4), (64, 32, 2)] {
             layouts.push(MmaPlan::new(m, n, 16, DType::BF16, DType::F32, w).unwrap().acc());
         }
@@ -314,10 +356,14 @@ mod tests {
                                 let mut lane = t % 32;
                                 let mut warp = t / 32;
                                 for (j, m) in red.lane_masks.iter().enumerate() {
-                                    if lc >> j & 1 == 1 { lane ^= *m as usize; }
+                                    if lc >> j & 1 == 1 {
+                                        lane ^= *m as usize;
+                                    }
                                 }
                                 for (j, m) in red.warp_masks.iter().enumerate() {
-                                    if wc >> j & 1 == 1 { warp ^= *m as usize; }
+                                    if wc >> j & 1 == 1 {
+                                        warp ^= *m as usize;
+                                    }
                                 }
                                 for r in g {
                                     seen.push(l.apply(*r, lane, warp));

@@ -81,7 +81,14 @@ impl MmaPlan {
             return Err(shape_err);
         }
         if rows_per_warp && m / warps as usize >= MMA_M && n >= 16 {
-            return Ok(MmaPlan { m, n, k, input, warps_m: warps as usize, warps_n: 1 });
+            return Ok(MmaPlan {
+                m,
+                n,
+                k,
+                input,
+                warps_m: warps as usize,
+                warps_n: 1,
+            });
         }
         // Grow the warp grid along the dimension whose warp block is larger (M first on ties),
         // keeping each warp's block at least 16 × 16 (one ldmatrix.x4 of each operand).
@@ -98,7 +105,14 @@ impl MmaPlan {
                 return Err(shape_err);
             }
         }
-        Ok(MmaPlan { m, n, k, input, warps_m: wm, warps_n: wn })
+        Ok(MmaPlan {
+            m,
+            n,
+            k,
+            input,
+            warps_m: wm,
+            warps_n: wn,
+        })
     }
 
     /// Rows of the result each warp owns.
@@ -151,7 +165,12 @@ impl MmaPlan {
         reg.extend((0..self.tiles_n().trailing_zeros()).map(|i| (8 << i) * col));
         reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row));
         let lane = vec![2 * col, 4 * col, row, 2 * row, 4 * row];
-        LinearLayout { shape: vec![self.m, n], reg, lane, warp: self.warp_bases(row, col) }
+        LinearLayout {
+            shape: vec![self.m, n],
+            reg,
+            lane,
+            warp: self.warp_bases(row, col),
+        }
     }
 
     /// A's fragments `[m, k]` in registers as mma wants them: per (k16 step, m16 tile), 8 elements
@@ -162,7 +181,12 @@ impl MmaPlan {
         reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row));
         reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * col));
         let lane = vec![2 * col, 4 * col, row, 2 * row, 4 * row];
-        LinearLayout { shape: vec![self.m, self.k], reg, lane, warp: self.warp_bases(row, 0) }
+        LinearLayout {
+            shape: vec![self.m, self.k],
+            reg,
+            lane,
+            warp: self.warp_bases(row, 0),
+        }
     }
 
     /// B's fragments `[k, n]`: per (k16 step, pair of n8 tiles), 8 elements `(2t+h, g)`,
@@ -173,7 +197,12 @@ impl MmaPlan {
         reg.extend((0..(self.tiles_n() / 2).trailing_zeros()).map(|i| (16 << i) * col));
         reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * row));
         let lane = vec![2 * row, 4 * row, col, 2 * col, 4 * col];
-        LinearLayout { shape: vec![self.k, self.n], reg, lane, warp: self.warp_bases(0, col) }
+        LinearLayout {
+            shape: vec![self.k, self.n],
+            reg,
+            lane,
+            warp: self.warp_bases(0, col),
+        }
     }
 
     /// Shared-memory layout of A (`[m, k]`, row-major, swizzled).
@@ -199,7 +228,12 @@ impl MmaPlan {
         let mut reg: Vec<usize> = (0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row).collect();
         reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * col));
         let lane = vec![row, 2 * row, 4 * row, 8 * row, 8 * col];
-        LinearLayout { shape: vec![self.m, self.k], reg, lane, warp: self.warp_bases(row, 0) }
+        LinearLayout {
+            shape: vec![self.m, self.k],
+            reg,
+            lane,
+            warp: self.warp_bases(row, 0),
+        }
     }
 
     /// The same for B with `ldmatrix.x4.trans`, over (instruction `nj + tiles_n/2·kk`, lane, warp):
@@ -207,10 +241,17 @@ impl MmaPlan {
     /// `(kk, nj)`; matrices 0–1 are the n8 tile `2nj`, matrices 2–3 the tile `2nj + 1`.
     pub fn b_rows(&self) -> LinearLayout {
         let (row, col) = (self.n, 1);
-        let mut reg: Vec<usize> = (0..(self.tiles_n() / 2).trailing_zeros()).map(|i| (16 << i) * col).collect();
+        let mut reg: Vec<usize> = (0..(self.tiles_n() / 2).trailing_zeros())
+            .map(|i| (16 << i) * col)
+            .collect();
         reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * row));
         let lane = vec![row, 2 * row, 4 * row, 8 * row, 8 * col];
-        LinearLayout { shape: vec![self.k, self.n], reg, lane, warp: self.warp_bases(0, col) }
+        LinearLayout {
+            shape: vec![self.k, self.n],
+            reg,
+            lane,
+            warp: self.warp_bases(0, col),
+        }
     }
 
     /// Shared-memory layout of B stored transposed, as `[n, k]` (for `dot(a, trans(b))` with
@@ -225,7 +266,9 @@ impl MmaPlan {
     /// `l % 8 + 8·(l / 16)`, column (k) `8·((l / 8) % 2)` of the n16k16 block `(nj, kk)`.
     pub fn bt_rows(&self) -> LinearLayout {
         let (row, col) = (self.k, 1);
-        let mut reg: Vec<usize> = (0..(self.tiles_n() / 2).trailing_zeros()).map(|i| (16 << i) * row).collect();
+        let mut reg: Vec<usize> = (0..(self.tiles_n() / 2).trailing_zeros())
+            .map(|i| (16 << i) * row)
+            .collect();
         reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * col));
         let lane = vec![row, 2 * row, 4 * row, 8 * col, 8 * row];
         let mut warp = Vec::new();
@@ -235,7 +278,12 @@ impl MmaPlan {
         for i in 0..self.warps_n.trailing_zeros() {
             warp.push(row * (self.wn() << i));
         }
-        LinearLayout { shape: vec![self.n, self.k], reg, lane, warp }
+        LinearLayout {
+            shape: vec![self.n, self.k],
+            reg,
+            lane,
+            warp,
+        }
     }
 
     /// Whether a warp's N block holds a whole number of `ldmatrix.x4.trans` (16 columns).
@@ -264,7 +312,13 @@ impl Swizzle {
         let vec = 8;
         let chunks = (cols / vec).max(1);
         let max_phase = chunks.min(8);
-        Swizzle { rows, cols, vec, per_phase: 8 / max_phase, max_phase }
+        Swizzle {
+            rows,
+            cols,
+            vec,
+            per_phase: 8 / max_phase,
+            max_phase,
+        }
     }
 
     /// The physical element offset of logical flat index `flat`.
@@ -277,7 +331,9 @@ impl Swizzle {
     /// The swizzle as a linear map of flat-index bits.
     pub fn map(&self) -> LinearMap {
         let bits = (self.rows * self.cols).trailing_zeros() as usize;
-        LinearMap { images: (0..bits).map(|i| self.apply(1 << i)).collect() }
+        LinearMap {
+            images: (0..bits).map(|i| self.apply(1 << i)).collect(),
+        }
     }
 }
 

@@ -158,7 +158,12 @@ fn plan_loop(
             // A tile from before the loop: written to shared memory once, before it.
             if !def.contains_key(&v) && !body.args.contains(&v) {
                 if !resident.iter().any(|r| r.load == v) {
-                    resident.push(StagedLoad { load: v, dot: o.results[0], operand, offset: roffset });
+                    resident.push(StagedLoad {
+                        load: v,
+                        dot: o.results[0],
+                        operand,
+                        offset: roffset,
+                    });
                     roffset += bytes as u32;
                 }
                 continue;
@@ -172,7 +177,12 @@ fn plan_loop(
             if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
                 continue;
             }
-            loads.push(StagedLoad { load: v, dot: o.results[0], operand, offset });
+            loads.push(StagedLoad {
+                load: v,
+                dot: o.results[0],
+                operand,
+                offset,
+            });
             offset += bytes as u32;
         }
     }
@@ -181,8 +191,7 @@ fn plan_loop(
     }
     // The slice: the body ops computing the loads' pointers and masks, and the next values of
     // the carried values they read (closed under both).
-    let carried_args: HashMap<ValueId, usize> =
-        body.args[1..].iter().enumerate().map(|(i, a)| (*a, i)).collect();
+    let carried_args: HashMap<ValueId, usize> = body.args[1..].iter().enumerate().map(|(i, a)| (*a, i)).collect();
     let mut issue: HashSet<usize> = HashSet::new();
     let mut advance: HashSet<usize> = HashSet::new();
     let mut carried: HashSet<usize> = HashSet::new();

@@ -160,7 +160,12 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
                             r.median_ms,
                             r.gbps(),
                             r.tflops(),
-                            100.0 * r.gbps() / if r.same_size_copy_gbps > 0.0 { r.same_size_copy_gbps } else { copy_gbps },
+                            100.0 * r.gbps()
+                                / if r.same_size_copy_gbps > 0.0 {
+                                    r.same_size_copy_gbps
+                                } else {
+                                    copy_gbps
+                                },
                             r.registers,
                             r.compile_ms,
                             r.config

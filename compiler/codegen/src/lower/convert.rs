@@ -54,7 +54,11 @@ impl<'c> Lowering<'c, '_> {
         if self.plan.is_splat(self.k, v) {
             return Ok(Repr::Tile(vec![self.elems(v)[0]; to.regs()]));
         }
-        if self.plan.recompute_ops(self.k, v, tile_gir::assign::RECOMPUTE_OPS).is_some() {
+        if self
+            .plan
+            .recompute_ops(self.k, v, tile_gir::assign::RECOMPUTE_OPS)
+            .is_some()
+        {
             return self.recompute_in(v, to);
         }
         let t = self.k.ty(v).clone();

@@ -94,7 +94,11 @@ impl<'c> Lowering<'c, '_> {
         let esz = plan.input.bytes() as u32;
         let (sa, sb) = (self.staged.get(&a).copied(), self.staged.get(&b).copied());
         // A already in the fragments' layout (attention's P) is packed from registers.
-        let a_regs = if sa.is_none() { self.plan.a_in_registers(self.k, op) } else { None };
+        let a_regs = if sa.is_none() {
+            self.plan.a_in_registers(self.k, op)
+        } else {
+            None
+        };
         // Operands a pipelined loop did not copy ahead go through scratch: the previous readers
         // (an earlier iteration's ldmatrix) must be done before they are overwritten.
         let scratch = self.plan.pipeline_bytes;
@@ -179,7 +183,8 @@ impl<'c> Lowering<'c, '_> {
                     x.into()
                 };
                 let st = llvm(l.b.build_store(p, x))?;
-                st.set_alignment(run as u32 * esz).map_err(|e| crate::CodegenError::Llvm(e.to_string()))?;
+                st.set_alignment(run as u32 * esz)
+                    .map_err(|e| crate::CodegenError::Llvm(e.to_string()))?;
             }
             Ok(())
         })
@@ -213,9 +218,7 @@ impl<'c> Lowering<'c, '_> {
         };
         let pty = self.ctx.ptr_type(AddressSpace::from(SHARED));
         let s = self.intr1(name, &[pty.into()], &[p.into()])?.into_struct_value();
-        (0..4)
-            .map(|i| llvm(self.b.build_extract_value(s, i, "")))
-            .collect()
+        (0..4).map(|i| llvm(self.b.build_extract_value(s, i, ""))).collect()
     }
 
     /// One `mma.sync.m16n8k16.row.col` with f32 accumulators.
@@ -242,9 +245,7 @@ impl<'c> Lowering<'c, '_> {
         }
         args.extend_from_slice(c);
         let s = self.intr1(name, &[], &args)?.into_struct_value();
-        (0..4)
-            .map(|i| llvm(self.b.build_extract_value(s, i, "")))
-            .collect()
+        (0..4).map(|i| llvm(self.b.build_extract_value(s, i, ""))).collect()
     }
 }
 

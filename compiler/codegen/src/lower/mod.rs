@@ -99,7 +99,12 @@ fn too_large(k: &Kernel, plan: &GpuPlan, threads: u32) -> R<()> {
                 } else {
                     format!(" (`{}` at {}:{})", op.kind.name(), op.loc.line, op.loc.col)
                 };
-                err = Some(CodegenError::TileTooLarge { shape: t.to_string(), per_thread, threads, at });
+                err = Some(CodegenError::TileTooLarge {
+                    shape: t.to_string(),
+                    per_thread,
+                    threads,
+                    at,
+                });
             }
         }
     });

@@ -19,7 +19,11 @@ impl<'c> Lowering<'c, '_> {
         self.barrier()?;
         // Operands from before the loop: written once.
         for r in &pl.resident {
-            let plan = self.plan.mma(r.dot).expect("resident operands feed tensor-core dots").clone();
+            let plan = self
+                .plan
+                .mma(r.dot)
+                .expect("resident operands feed tensor-core dots")
+                .clone();
             let swz = self.operand_swizzle(&plan, r.dot, r.operand);
             let at = self.i32c(pl.resident_addr(r) as u64);
             self.operand_to_smem_at(r.load, &swz, at)?;
@@ -118,7 +122,9 @@ impl<'c> Lowering<'c, '_> {
         let y = body.ops.last().expect("a loop body ends in yield");
         let mut next = args.to_vec();
         let iv = args[0].clone();
-        let Repr::Scalar(iv) = iv else { unreachable!("the index is a scalar") };
+        let Repr::Scalar(iv) = iv else {
+            unreachable!("the index is a scalar")
+        };
         next[0] = Repr::Scalar(llvm(self.b.build_int_add(iv.into_int_value(), step, ""))?.into());
         for &j in &pl.carried {
             next[j + 1] = self.operand_in(y, j, &op.results)?;
@@ -139,14 +145,23 @@ impl<'c> Lowering<'c, '_> {
     ) -> R<()> {
         let body = &op.regions[0];
         self.lower_slice(body, &pl.issue_ops, args)?;
-        let Repr::Scalar(iv) = args[0].clone() else { unreachable!("the index is a scalar") };
+        let Repr::Scalar(iv) = args[0].clone() else {
+            unreachable!("the index is a scalar")
+        };
         let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
         let in_range = llvm(self.b.build_int_compare(pred, iv.into_int_value(), hi, "ahead"))?;
-        let defs: std::collections::HashMap<ValueId, &Op> =
-            body.ops.iter().flat_map(|o| o.results.iter().map(move |r| (*r, o))).collect();
+        let defs: std::collections::HashMap<ValueId, &Op> = body
+            .ops
+            .iter()
+            .flat_map(|o| o.results.iter().map(move |r| (*r, o)))
+            .collect();
         for ld in &pl.loads {
             let lop = defs[&ld.load];
-            let plan = self.plan.mma(ld.dot).expect("staged loads feed tensor-core dots").clone();
+            let plan = self
+                .plan
+                .mma(ld.dot)
+                .expect("staged loads feed tensor-core dots")
+                .clone();
             let swz = self.operand_swizzle(&plan, ld.dot, ld.operand);
             let base = self.stage_addr(pl, stage, ld.offset)?;
             let t = self.k.ty(ld.load).clone();

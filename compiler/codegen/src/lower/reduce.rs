@@ -359,12 +359,18 @@ impl<'c> Lowering<'c, '_> {
             self.need_smem(self.threads * n * Self::smem_size(e));
             self.barrier()?;
             for (o, acc) in accs.iter().enumerate() {
-                let at = llvm(self.b.build_int_add(self.tid(), self.i32c((o as u32 * self.threads) as u64), ""))?;
+                let at = llvm(
+                    self.b
+                        .build_int_add(self.tid(), self.i32c((o as u32 * self.threads) as u64), ""),
+                )?;
                 self.smem_store(e, 0, at, *acc)?;
             }
             self.barrier()?;
             let all: u32 = red.warp_masks.iter().fold(0, |a, m| a | m);
-            let base = llvm(self.b.build_and(self.tid(), self.i32c(!(all << 5) as u64 & 0xffff_ffff), ""))?;
+            let base = llvm(
+                self.b
+                    .build_and(self.tid(), self.i32c(!(all << 5) as u64 & 0xffff_ffff), ""),
+            )?;
             for (o, acc) in accs.iter_mut().enumerate() {
                 for c in 0..1u32 << red.warp_masks.len() {
                     let w: u32 = red
@@ -374,7 +380,10 @@ impl<'c> Lowering<'c, '_> {
                         .filter(|(j, _)| c >> j & 1 == 1)
                         .fold(0, |a, (_, m)| a | m);
                     let at = llvm(self.b.build_or(base, self.i32c((w << 5) as u64), ""))?;
-                    let at = llvm(self.b.build_int_add(at, self.i32c((o as u32 * self.threads) as u64), ""))?;
+                    let at = llvm(
+                        self.b
+                            .build_int_add(at, self.i32c((o as u32 * self.threads) as u64), ""),
+                    )?;
                     let x = self.smem_load(e, 0, at)?;
                     *acc = if c == 0 { x } else { self.binary(bop, rd, *acc, x)? };
                 }

@@ -51,10 +51,12 @@ impl<'c> Lowering<'c, '_> {
                     let x = l.smem_load(st.elem, 0, llvm(l.b.build_int_add(bases[s], off, ""))?)?;
                     let c = match (r, &region) {
                         (Some(r), _) => l.binary(r.combine(), d, *acc, x)?,
-                        (None, Some(reg)) => match l.region(reg, &[Repr::Scalar(*acc), Repr::Scalar(x)], &[])?.remove(0) {
-                            Repr::Scalar(s) => s,
-                            Repr::Tile(t) => t[0],
-                        },
+                        (None, Some(reg)) => {
+                            match l.region(reg, &[Repr::Scalar(*acc), Repr::Scalar(x)], &[])?.remove(0) {
+                                Repr::Scalar(s) => s,
+                                Repr::Tile(t) => t[0],
+                            }
+                        }
                         _ => unreachable!("verified: scan_with has a region"),
                     };
                     let pred = if reverse { IntPredicate::SGE } else { IntPredicate::SLE };

@@ -149,7 +149,11 @@ impl<'c> Lowering<'c, '_> {
             let e = self.at(part, lay.reg_part(r))?;
             let idx: Vec<IntValue> = (0..shape.len())
                 .map(|d| {
-                    let s = llvm(self.b.build_right_shift(e, self.i32c(strides[d].trailing_zeros() as u64), false, ""))?;
+                    let s =
+                        llvm(
+                            self.b
+                                .build_right_shift(e, self.i32c(strides[d].trailing_zeros() as u64), false, ""),
+                        )?;
                     llvm(self.b.build_and(s, self.i32c(shape[d] as u64 - 1), ""))
                 })
                 .collect::<R<_>>()?;
@@ -165,7 +169,9 @@ impl<'c> Lowering<'c, '_> {
         }
         let op = self.plan.def(v).expect("recomputable values have defining ops").clone();
         match &op.kind {
-            OpKind::Arange { start, .. } => Ok(llvm(self.b.build_int_add(idx[0], self.i32c(*start as u64), ""))?.into()),
+            OpKind::Arange { start, .. } => {
+                Ok(llvm(self.b.build_int_add(idx[0], self.i32c(*start as u64), ""))?.into())
+            }
             OpKind::ExpandDims(axis) => {
                 let mut i = idx.to_vec();
                 i.remove(*axis);
@@ -180,11 +186,7 @@ impl<'c> Lowering<'c, '_> {
                 self.remat(op.operands[0], &picked)
             }
             _ => {
-                let args = op
-                    .operands
-                    .iter()
-                    .map(|o| self.remat(*o, idx))
-                    .collect::<R<Vec<_>>>()?;
+                let args = op.operands.iter().map(|o| self.remat(*o, idx)).collect::<R<Vec<_>>>()?;
                 self.element(&op, &args)
             }
         }

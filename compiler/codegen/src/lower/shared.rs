@@ -35,12 +35,17 @@ impl<'c> Lowering<'c, '_> {
 
     /// Scratch of `bytes` bytes (after the pipeline region) is used.
     pub(super) fn need_smem(&mut self, bytes: u32) {
-        self.smem_bytes = self.smem_bytes.max(self.plan.pipeline_bytes + bytes.next_multiple_of(16));
+        self.smem_bytes = self
+            .smem_bytes
+            .max(self.plan.pipeline_bytes + bytes.next_multiple_of(16));
     }
 
     /// The address of scratch byte `byte_off` (scratch starts after the pipeline region).
     pub(super) fn smem_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
-        let off = llvm(self.b.build_int_add(byte_off, self.i32c(self.plan.pipeline_bytes as u64), ""))?;
+        let off = llvm(
+            self.b
+                .build_int_add(byte_off, self.i32c(self.plan.pipeline_bytes as u64), ""),
+        )?;
         self.smem_abs_ptr(off)
     }
 
@@ -197,7 +202,10 @@ impl<'c> Lowering<'c, '_> {
             let e = self.at(part, lay.reg_part(r))?;
             let idx: Vec<IntValue<'c>> = (0..result.shape.len())
                 .map(|d| {
-                    let s = llvm(self.b.build_right_shift(e, self.i32c(st[d].trailing_zeros() as u64), false, ""))?;
+                    let s = llvm(
+                        self.b
+                            .build_right_shift(e, self.i32c(st[d].trailing_zeros() as u64), false, ""),
+                    )?;
                     llvm(self.b.build_and(s, self.i32c(result.shape[d] as u64 - 1), ""))
                 })
                 .collect::<R<_>>()?;

@@ -968,8 +968,18 @@ mod tests {
         let dead = last_uses(&k.body);
         let at = |v: ValueId| dead.iter().position(|d| d.contains(&v));
         let def = |v: ValueId| k.body.ops.iter().position(|op| op.results.contains(&v)).unwrap();
-        let for_at = k.body.ops.iter().position(|op| matches!(op.kind, OpKind::For { .. })).unwrap();
-        let load = k.body.ops.iter().find(|op| matches!(op.kind, OpKind::Load { .. })).unwrap();
+        let for_at = k
+            .body
+            .ops
+            .iter()
+            .position(|op| matches!(op.kind, OpKind::For { .. }))
+            .unwrap();
+        let load = k
+            .body
+            .ops
+            .iter()
+            .find(|op| matches!(op.kind, OpKind::Load { .. }))
+            .unwrap();
         // `a` is read inside the loop: it lives until the loop is done, then dies there.
         assert_eq!(at(load.results[0]), Some(for_at));
         // Every value of the body dies somewhere at or after its definition.

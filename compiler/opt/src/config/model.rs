@@ -78,7 +78,9 @@ impl Regs<'_> {
         // of both operands (fitted on attention, where ptxas held ~8 more than the fragments).
         const MMA_ADDRESS_REGS: usize = 8;
         let (a, c) = (self.k.ty(op.operands[0]), self.k.ty(op.operands[2]));
-        let (Some(din), Some(acc)) = (a.dtype(), c.dtype()) else { return 0 };
+        let (Some(din), Some(acc)) = (a.dtype(), c.dtype()) else {
+            return 0;
+        };
         match MmaPlan::new(a.shape[0], c.shape[1], a.shape[1], din, acc, self.threads / 32) {
             Ok(p) => 4 * p.tiles_m() + 4 * p.b_pairs() + MMA_ADDRESS_REGS,
             Err(_) => 0,

@@ -91,7 +91,11 @@ impl TargetDesc {
     /// the model's own trust limit, whichever is least.
     pub fn reg_budget(&self, threads: u32, tensor_cores: bool) -> u32 {
         let per_block = (self.regs_per_sm / threads.max(1)) / self.reg_granule * self.reg_granule;
-        let trusted = if tensor_cores { self.spill_safe_regs_mma } else { self.spill_safe_regs };
+        let trusted = if tensor_cores {
+            self.spill_safe_regs_mma
+        } else {
+            self.spill_safe_regs
+        };
         self.target.max_regs_per_thread.min(per_block).min(trusted)
     }
 }
