@@ -166,7 +166,15 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     module.set_triple(&triple);
     let threads = opts.num_warps * opts.target.warp_size;
-    let smem_bytes = lower::lower(&ctx, &module, kernel, threads, opts.num_stages, &opts.specialization)?;
+    let smem_bytes = lower::lower(
+        &ctx,
+        &module,
+        kernel,
+        threads,
+        opts.num_stages,
+        &opts.target,
+        &opts.specialization,
+    )?;
     if smem_bytes > opts.target.max_smem_per_block {
         return Err(CodegenError::SharedMemory {
             need: smem_bytes,

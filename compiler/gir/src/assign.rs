@@ -22,7 +22,9 @@ use std::fmt::Write;
 
 use tile_lang::ir::{Kernel, Op, OpKind, Region, ValueId};
 
+use crate::Target;
 use crate::linear::{AxisReduce, LinearLayout};
+use crate::mma::Instr;
 use crate::mma::{MmaPlan, NoMma};
 use crate::pipeline::LoopPipeline;
 
@@ -56,9 +58,9 @@ pub struct GpuPlan {
 pub const RECOMPUTE_OPS: usize = 12;
 
 impl GpuPlan {
-    /// Assigns layouts for `k` in blocks of `warps` warps, pipelining loops `stages` deep
-    /// (unless a loop's `#[stages(..)]` says otherwise).
-    pub fn new(k: &Kernel, warps: u32, stages: u32) -> GpuPlan {
+    /// Assigns layouts for `k` in blocks of `warps` warps on `target`, pipelining loops `stages`
+    /// deep (unless a loop's `#[stages(..)]` says otherwise).
+    pub fn new(k: &Kernel, warps: u32, stages: u32, target: &Target) -> GpuPlan {
         let mut p = GpuPlan {
             threads: warps * 32,
             max_vec: crate::estimate::max_vec(k),
@@ -84,7 +86,16 @@ impl GpuPlan {
                 let (a, c) = (k.ty(op.operands[0]), k.ty(op.operands[2]));
                 let (m, kk, n) = (a.shape[0], a.shape[1], c.shape[1]);
                 let rows = chained.contains(&op.results[0]);
-                let plan = MmaPlan::with_rows(m, n, kk, a.dtype().unwrap(), c.dtype().unwrap(), warps, rows);
+                let (din, dacc) = (a.dtype().unwrap(), c.dtype().unwrap());
+                // wgmma where it fits; chained dots (attention) keep mma.sync, whose second
+                // product reads A from registers.
+                let wg = (target.wgmma && !rows)
+                    .then(|| MmaPlan::wgmma(m, n, kk, din, dacc, warps).ok())
+                    .flatten();
+                let plan = match wg {
+                    Some(p) => Ok(p),
+                    None => MmaPlan::with_rows(m, n, kk, din, dacc, warps, rows),
+                };
                 if let Ok(pl) = &plan {
                     p.layouts.insert(op.results[0], pl.acc());
                 }
@@ -205,6 +216,9 @@ impl GpuPlan {
     /// before it): the dot then reads A from registers, not shared memory.
     pub fn a_in_registers(&self, k: &Kernel, op: &Op) -> Option<Vec<usize>> {
         let plan = self.mma(op.results[0])?;
+        if plan.instr == Instr::Wgmma {
+            return None;
+        }
         let a = op.operands[0];
         if !self.layouts.contains_key(&a) {
             return None;
@@ -380,11 +394,18 @@ impl GpuPlan {
                             p.b_smem()
                         },
                     );
+                    let (instr, unit, count) = match p.instr {
+                        Instr::MmaSync => (format!("mma.m16n8k16.{} warps", p.input), "warp", "mma"),
+                        Instr::Wgmma => (
+                            format!("wgmma.m64n{}k16.{} warpgroups", p.instr_n(), p.input),
+                            "warpgroup",
+                            "wgmma",
+                        ),
+                    };
                     let _ = writeln!(
                         s,
-                        "  dot %{}: mma.m16n8k16.{} warps {}x{} (warp block {}x{}), {} mma, A smem [{}, {}] swizzle {}/{}, B{} smem [{}, {}] swizzle {}/{}, {} B",
+                        "  dot %{}: {instr} {}x{} ({unit} block {}x{}), {} {count}, A smem [{}, {}] swizzle {}/{}, B{} smem [{}, {}{}] swizzle {}/{}, {} B",
                         v.0,
-                        p.input,
                         p.warps_m,
                         p.warps_n,
                         p.wm(),
@@ -401,6 +422,11 @@ impl GpuPlan {
                         },
                         b.rows,
                         b.cols,
+                        if b.block < b.cols {
+                            format!(" in blocks of {}", b.block)
+                        } else {
+                            String::new()
+                        },
                         b.per_phase,
                         b.max_phase,
                         p.smem_bytes()

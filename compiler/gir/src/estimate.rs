@@ -52,8 +52,8 @@ fn tile_bytes(t: &Type) -> u32 {
 
 /// The dynamic shared memory `compile` reports for `k` in blocks of `threads` threads with
 /// loops pipelined `stages` deep: the pipeline region, then the largest scratch any op needs.
-pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32) -> u32 {
-    smem_bytes_in(k, &GpuPlan::new(k, threads / 32, stages))
+pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32, target: &crate::Target) -> u32 {
+    smem_bytes_in(k, &GpuPlan::new(k, threads / 32, stages, target))
 }
 
 /// [`smem_bytes`] for a plan already made (its warps and stages).

@@ -32,6 +32,9 @@ pub struct Target {
     /// Dynamic shared memory a block may use after opting in.
     pub max_smem_per_block: u32,
     pub warp_size: u32,
+    /// Whether tensor-core dots may use `wgmma.mma_async` (Hopper's `sm_90a`; `sm_90` without
+    /// the `a` keeps `mma.sync`).
+    pub wgmma: bool,
 }
 
 pub const TARGETS: &[Target] = &[
@@ -42,6 +45,7 @@ pub const TARGETS: &[Target] = &[
         max_regs_per_thread: 255,
         max_smem_per_block: 163 * 1024,
         warp_size: 32,
+        wgmma: false,
     },
     Target {
         sm: "sm_89",
@@ -50,6 +54,7 @@ pub const TARGETS: &[Target] = &[
         max_regs_per_thread: 255,
         max_smem_per_block: 99 * 1024,
         warp_size: 32,
+        wgmma: false,
     },
     Target {
         sm: "sm_90",
@@ -58,6 +63,7 @@ pub const TARGETS: &[Target] = &[
         max_regs_per_thread: 255,
         max_smem_per_block: 227 * 1024,
         warp_size: 32,
+        wgmma: false,
     },
     Target {
         sm: "sm_90a",
@@ -66,6 +72,7 @@ pub const TARGETS: &[Target] = &[
         max_regs_per_thread: 255,
         max_smem_per_block: 227 * 1024,
         warp_size: 32,
+        wgmma: true,
     },
 ];
 

@@ -12,6 +12,13 @@
 //!
 //! The operand fragment layouts ([`MmaPlan::a_fragment`], `b_fragment`) are what `mma` expects in
 //! registers; the tests check that `ldmatrix` from these addresses produces exactly them.
+//!
+//! On Hopper (`sm_90a`) a plan may use `wgmma.mma_async.m64nNk16` instead ([`Instr::Wgmma`]):
+//! warpgroups of 4 warps each own an `(m / groups_m) × (n / groups_n)` block, both operands are
+//! read straight from shared memory through 64-bit descriptors ([`WgmmaOperand`]), and the
+//! shared-memory layouts are the ones the descriptors' swizzle modes name: A (and B stored
+//! `[n, k]`) K-major with rows of 32, 64 or 128 bytes, B stored `[k, n]` MN-major in blocks of
+//! up to 64 columns ([`Swizzle::block`]).
 
 use tile_lang::ir::DType;
 
@@ -29,15 +36,84 @@ pub struct MmaPlan {
     pub n: usize,
     pub k: usize,
     pub input: DType,
+    /// Warps along M and N for `mma.sync`; warpgroups (4 warps each) for `wgmma`.
     pub warps_m: usize,
     pub warps_n: usize,
+    pub instr: Instr,
+}
+
+/// The tensor-core instruction a plan runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Instr {
+    /// `mma.sync.m16n8k16`, fragments loaded with `ldmatrix` (sm_80 and later).
+    MmaSync,
+    /// `wgmma.mma_async.m64nNk16`, operands read from shared memory by descriptors (sm_90a).
+    Wgmma,
+}
+
+/// The `wgmma` instruction's M.
+pub const WGMMA_M: usize = 64;
+/// The largest `wgmma` N.
+pub const WGMMA_MAX_N: usize = 256;
+
+/// How one operand of a `wgmma` is described to the hardware: the fields of its shared-memory
+/// descriptor, and the byte steps from its start for each instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgmmaOperand {
+    /// Swizzle mode field: 1 = 128-byte, 2 = 64-byte, 3 = 32-byte.
+    pub mode: u64,
+    /// Leading-dimension byte offset (MN-major: the stride between column blocks).
+    pub lbo: u32,
+    /// Stride-dimension byte offset (the stride between groups of 8 rows).
+    pub sbo: u32,
+    /// Bytes added to the start for each k16 step.
+    pub k_step: u32,
+    /// Bytes added for each m64 instruction tile (A only).
+    pub tile_step: u32,
+    /// Bytes added for each warpgroup along this operand's non-K dimension.
+    pub group_step: u32,
+    /// Whether the operand is MN-major (the instruction's transpose bit).
+    pub mn_major: bool,
+}
+
+impl WgmmaOperand {
+    /// The descriptor's constant bits (everything but the start address).
+    pub fn bits(&self) -> u64 {
+        ((self.lbo as u64 >> 4) << 16) | ((self.sbo as u64 >> 4) << 32) | (self.mode << 62)
+    }
+
+    /// The 8-row atom's byte size: buffers start at a multiple of it (the hardware swizzles
+    /// absolute address bits).
+    pub fn align(&self) -> u32 {
+        1024
+    }
+}
+
+/// Swizzle mode of rows of `bytes` bytes (32, 64 or 128).
+fn swizzle_mode(bytes: usize) -> Option<u64> {
+    match bytes {
+        128 => Some(1),
+        64 => Some(2),
+        32 => Some(3),
+        _ => None,
+    }
 }
 
 /// Why a `dot` stays on the FMA loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NoMma {
-    Dtypes { input: DType, acc: DType },
-    Shape { m: usize, n: usize, k: usize, warps: u32 },
+    Dtypes {
+        input: DType,
+        acc: DType,
+    },
+    Shape {
+        m: usize,
+        n: usize,
+        k: usize,
+        warps: u32,
+    },
+    /// Why `wgmma` does not fit (the plan then uses `mma.sync`).
+    Wgmma(String),
 }
 
 impl std::fmt::Display for NoMma {
@@ -51,6 +127,7 @@ impl std::fmt::Display for NoMma {
                 f,
                 "[{m}, {k}] x [{k}, {n}] on {warps} warps (tensor cores need k >= 16 and a 16x16 block per warp)"
             ),
+            NoMma::Wgmma(why) => write!(f, "{why}"),
         }
     }
 }
@@ -88,6 +165,7 @@ impl MmaPlan {
                 input,
                 warps_m: warps as usize,
                 warps_n: 1,
+                instr: Instr::MmaSync,
             });
         }
         // Grow the warp grid along the dimension whose warp block is larger (M first on ties),
@@ -112,27 +190,138 @@ impl MmaPlan {
             input,
             warps_m: wm,
             warps_n: wn,
+            instr: Instr::MmaSync,
         })
     }
 
-    /// Rows of the result each warp owns.
+    /// The `wgmma` plan for a dot of these shapes on `warps` warps (a multiple of 4), or why
+    /// there is none: each warpgroup's rows a multiple of 64, its columns at most 256 and whole
+    /// column blocks of B, and K rows of A (and of B stored `[n, k]`) 32, 64 or 128 bytes long.
+    pub fn wgmma(m: usize, n: usize, k: usize, input: DType, acc: DType, warps: u32) -> Result<MmaPlan, NoMma> {
+        if !matches!(input, DType::BF16 | DType::F16) || acc != DType::F32 {
+            return Err(NoMma::Dtypes { input, acc });
+        }
+        let no = |why: String| Err(NoMma::Wgmma(why));
+        if warps % 4 != 0 {
+            return no(format!("{warps} warps are not whole warpgroups of 4"));
+        }
+        if k % MMA_K != 0 || swizzle_mode(k * input.bytes()).is_none() {
+            return no(format!("k = {k}: wgmma here takes K tiles of 16, 32 or 64 elements"));
+        }
+        let groups = warps as usize / 4;
+        let (mut gm, mut gn) = (1usize, 1usize);
+        while gm * gn < groups {
+            if m / gm >= 2 * WGMMA_M {
+                gm *= 2;
+            } else if n / gn >= 32 {
+                gn *= 2;
+            } else {
+                return no(format!("[{m}, {n}] is too small for {groups} warpgroups"));
+            }
+        }
+        let (bm, bn) = (m / gm, n / gn);
+        if bm % WGMMA_M != 0 || bm == 0 {
+            return no(format!("{bm} rows per warpgroup: wgmma needs a multiple of 64"));
+        }
+        if bn > WGMMA_MAX_N || bn < 16 || bn % Swizzle::mn_block(n) != 0 {
+            return no(format!(
+                "{bn} columns per warpgroup: wgmma here takes 16 to 256 in whole blocks of B"
+            ));
+        }
+        Ok(MmaPlan {
+            m,
+            n,
+            k,
+            input,
+            warps_m: gm,
+            warps_n: gn,
+            instr: Instr::Wgmma,
+        })
+    }
+
+    /// The instruction's M (16 for mma.sync, 64 for wgmma).
+    pub fn instr_m(&self) -> usize {
+        match self.instr {
+            Instr::MmaSync => MMA_M,
+            Instr::Wgmma => WGMMA_M,
+        }
+    }
+
+    /// The instruction's N (8 for mma.sync; a warpgroup's whole block for wgmma).
+    pub fn instr_n(&self) -> usize {
+        match self.instr {
+            Instr::MmaSync => MMA_N,
+            Instr::Wgmma => self.wn(),
+        }
+    }
+
+    /// Warps in the block.
+    pub fn warps(&self) -> usize {
+        self.warps_m * self.warps_n * if self.instr == Instr::Wgmma { 4 } else { 1 }
+    }
+
+    /// How `wgmma` reads A (`[m, k]`, K-major).
+    pub fn wgmma_a(&self) -> WgmmaOperand {
+        let row = (self.k * self.input.bytes()) as u32;
+        WgmmaOperand {
+            mode: swizzle_mode(row as usize).expect("checked by MmaPlan::wgmma"),
+            lbo: 16,
+            sbo: 8 * row,
+            k_step: (MMA_K * self.input.bytes()) as u32,
+            tile_step: WGMMA_M as u32 * row,
+            group_step: self.wm() as u32 * row,
+            mn_major: false,
+        }
+    }
+
+    /// How `wgmma` reads B: stored `[k, n]` (MN-major, `transposed = false`) or `[n, k]`
+    /// (K-major).
+    pub fn wgmma_b(&self, transposed: bool) -> WgmmaOperand {
+        let esz = self.input.bytes();
+        if transposed {
+            let row = (self.k * esz) as u32;
+            return WgmmaOperand {
+                mode: swizzle_mode(row as usize).expect("checked by MmaPlan::wgmma"),
+                lbo: 16,
+                sbo: 8 * row,
+                k_step: (MMA_K * esz) as u32,
+                tile_step: 0,
+                group_step: self.wn() as u32 * row,
+                mn_major: false,
+            };
+        }
+        let block = Swizzle::mn_block(self.n);
+        let row = (block * esz) as u32;
+        let lbo = self.k as u32 * row;
+        WgmmaOperand {
+            mode: swizzle_mode(row as usize).expect("checked by MmaPlan::wgmma"),
+            lbo,
+            sbo: 8 * row,
+            k_step: MMA_K as u32 * row,
+            tile_step: 0,
+            group_step: (self.wn() / block) as u32 * lbo,
+            mn_major: true,
+        }
+    }
+
+    /// Rows of the result each warp (mma.sync) or warpgroup (wgmma) owns.
     pub fn wm(&self) -> usize {
         self.m / self.warps_m
     }
 
-    /// Columns of the result each warp owns.
+    /// Columns of the result each warp (mma.sync) or warpgroup (wgmma) owns.
     pub fn wn(&self) -> usize {
         self.n / self.warps_n
     }
 
-    /// m16 instruction tiles per warp.
+    /// Instruction tiles along M per warp (mma.sync, m16) or per warpgroup (wgmma, m64).
     pub fn tiles_m(&self) -> usize {
-        self.wm() / MMA_M
+        self.wm() / self.instr_m()
     }
 
-    /// n8 instruction tiles per warp.
+    /// Instruction tiles along N per warp (mma.sync, n8) or per warpgroup (wgmma: one).
     pub fn tiles_n(&self) -> usize {
-        self.wn() / MMA_N
+        self.wn() / self.instr_n()
     }
 
     /// k16 steps.
@@ -161,6 +350,21 @@ impl MmaPlan {
     pub fn acc(&self) -> LinearLayout {
         let n = self.n;
         let (row, col) = (n, 1);
+        if self.instr == Instr::Wgmma {
+            // Per m64 instruction: warp w of the group holds rows 16w.., each like an m16n8
+            // tile repeated along the group's N; then the m64 tiles, then the groups.
+            let mut reg = vec![col, 8 * row];
+            reg.extend((0..(self.wn() / 8).trailing_zeros()).map(|i| (8 << i) * col));
+            reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (64 << i) * row));
+            let mut warp = vec![16 * row, 32 * row];
+            warp.extend(self.warp_bases(row, col));
+            return LinearLayout {
+                shape: vec![self.m, n],
+                reg,
+                lane: vec![2 * col, 4 * col, row, 2 * row, 4 * row],
+                warp,
+            };
+        }
         let mut reg = vec![col, 8 * row];
         reg.extend((0..self.tiles_n().trailing_zeros()).map(|i| (8 << i) * col));
         reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row));
@@ -210,14 +414,36 @@ impl MmaPlan {
         Swizzle::for_rows(self.m, self.k)
     }
 
-    /// Shared-memory layout of B (`[k, n]`, row-major, swizzled; read with `ldmatrix.trans`).
+    /// Shared-memory layout of B (`[k, n]`, row-major, swizzled; read with `ldmatrix.trans`;
+    /// for wgmma in column blocks, MN-major).
     pub fn b_smem(&self) -> Swizzle {
-        Swizzle::for_rows(self.k, self.n)
+        match self.instr {
+            Instr::MmaSync => Swizzle::for_rows(self.k, self.n),
+            Instr::Wgmma => Swizzle::in_blocks(self.k, self.n, Swizzle::mn_block(self.n)),
+        }
+    }
+
+    /// Where B starts in a buffer holding both operands (wgmma operands start on a 1024-byte
+    /// boundary).
+    pub fn b_offset(&self) -> usize {
+        let a = self.m * self.k * self.input.bytes();
+        match self.instr {
+            Instr::MmaSync => a,
+            Instr::Wgmma => a.next_multiple_of(1024),
+        }
     }
 
     /// Bytes of shared memory both operands take.
     pub fn smem_bytes(&self) -> usize {
-        (self.m * self.k + self.k * self.n) * self.input.bytes()
+        self.b_offset() + self.k * self.n * self.input.bytes()
+    }
+
+    /// The alignment each operand buffer needs.
+    pub fn smem_align(&self) -> u32 {
+        match self.instr {
+            Instr::MmaSync => 16,
+            Instr::Wgmma => 1024,
+        }
     }
 
     /// The logical start of the 8-element row each lane gives `ldmatrix.x4` for A, over
@@ -297,6 +523,10 @@ impl MmaPlan {
 /// `c ^ ((r / per_phase) % max_phase)`. Rows of 128 bytes or more change phase every row; a
 /// shorter row shares its phase with the next `per_phase - 1` rows, so 8 consecutive rows of one
 /// chunk column always fall in 8 different 16-byte bank groups.
+///
+/// With [`block`](Self::block) narrower than the row, the tile is stored as `cols / block`
+/// tiles of `[rows, block]` one after the other, each swizzled as above: the MN-major layout
+/// `wgmma` reads B `[k, n]` in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Swizzle {
     pub rows: usize,
@@ -305,12 +535,19 @@ pub struct Swizzle {
     pub vec: usize,
     pub per_phase: usize,
     pub max_phase: usize,
+    /// Columns per stored block (`cols` for a plain row-major tile).
+    pub block: usize,
 }
 
 impl Swizzle {
     pub fn for_rows(rows: usize, cols: usize) -> Swizzle {
+        Swizzle::in_blocks(rows, cols, cols)
+    }
+
+    /// `[rows, cols]` stored as column blocks of `block` columns.
+    pub fn in_blocks(rows: usize, cols: usize, block: usize) -> Swizzle {
         let vec = 8;
-        let chunks = (cols / vec).max(1);
+        let chunks = (block / vec).max(1);
         let max_phase = chunks.min(8);
         Swizzle {
             rows,
@@ -318,14 +555,22 @@ impl Swizzle {
             vec,
             per_phase: 8 / max_phase,
             max_phase,
+            block,
         }
+    }
+
+    /// The column block of an MN-major wgmma operand with `cols` columns: 128 bytes of 16-bit
+    /// elements, or the whole row when narrower.
+    pub fn mn_block(cols: usize) -> usize {
+        cols.min(64)
     }
 
     /// The physical element offset of logical flat index `flat`.
     pub fn apply(&self, flat: usize) -> usize {
         let (r, c) = (flat / self.cols, flat % self.cols);
+        let (blk, c) = (c / self.block, c % self.block);
         let chunk = (c / self.vec) ^ ((r / self.per_phase) % self.max_phase);
-        r * self.cols + chunk * self.vec + c % self.vec
+        (blk * self.rows + r) * self.block + chunk * self.vec + c % self.vec
     }
 
     /// The swizzle as a linear map of flat-index bits.

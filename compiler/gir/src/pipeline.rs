@@ -112,15 +112,21 @@ pub fn plan(
             loops.push((op.clone(), s.unwrap_or(stages)));
         }
     });
+    // wgmma reads its operands by descriptors whose swizzle acts on absolute address bits:
+    // every buffer (and the scratch after the region) starts on its alignment.
+    let align = dots.values().map(|d| d.smem_align()).max().unwrap_or(16);
     for (op, s) in loops {
         if s < 2 {
             continue;
         }
         if let Some(mut p) = plan_loop(&op, s, dots, transposed_b, &uses, &consts) {
             p.base = base;
-            base += p.bytes();
+            base += p.bytes().next_multiple_of(align);
             out.insert(op.regions[0].args[0], p);
         }
+    }
+    if base > 0 {
+        base = base.next_multiple_of(align);
     }
     (out, base)
 }
@@ -145,6 +151,7 @@ fn plan_loop(
     let mut resident: Vec<StagedLoad> = Vec::new();
     let mut offset = 0u32;
     let mut roffset = 0u32;
+    let mut loop_align = 16u32;
     for o in &body.ops {
         let OpKind::Dot(_) = o.kind else { continue };
         let Some(mma) = dots.get(&o.results[0]) else { continue };
@@ -154,17 +161,20 @@ fn plan_loop(
                 Some(x) if operand == 1 => *x,
                 _ => o.operands[operand],
             };
-            let bytes = if operand == 0 { mma.m * mma.k } else { mma.k * mma.n } * mma.input.bytes();
+            let bytes = (if operand == 0 { mma.m * mma.k } else { mma.k * mma.n } * mma.input.bytes()) as u32;
+            let align = mma.smem_align();
+            loop_align = loop_align.max(align);
             // A tile from before the loop: written to shared memory once, before it.
             if !def.contains_key(&v) && !body.args.contains(&v) {
                 if !resident.iter().any(|r| r.load == v) {
+                    roffset = roffset.next_multiple_of(align);
                     resident.push(StagedLoad {
                         load: v,
                         dot: o.results[0],
                         operand,
                         offset: roffset,
                     });
-                    roffset += bytes as u32;
+                    roffset += bytes;
                 }
                 continue;
             }
@@ -177,13 +187,14 @@ fn plan_loop(
             if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
                 continue;
             }
+            offset = offset.next_multiple_of(align);
             loads.push(StagedLoad {
                 load: v,
                 dot: o.results[0],
                 operand,
                 offset,
             });
-            offset += bytes as u32;
+            offset += bytes;
         }
     }
     if loads.is_empty() {
@@ -228,8 +239,8 @@ fn plan_loop(
         stages,
         loads,
         resident,
-        resident_bytes: roffset,
-        stage_bytes: offset,
+        resident_bytes: roffset.next_multiple_of(loop_align),
+        stage_bytes: offset.next_multiple_of(loop_align),
         base: 0,
         issue_ops,
         advance_ops,

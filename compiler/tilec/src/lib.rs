@@ -564,7 +564,7 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             )?;
         }
         if emit.contains(&Stage::Gir) {
-            let plan = tile_driver::GpuPlan::new(c.kernel(), c.config.num_warps, c.config.num_stages);
+            let plan = tile_driver::GpuPlan::new(c.kernel(), c.config.num_warps, c.config.num_stages, &target);
             write!(out, "{}", plan.render(c.kernel()))?;
         }
         // The back half, when a later stage is asked for.

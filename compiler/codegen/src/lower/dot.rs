@@ -7,7 +7,7 @@ use inkwell::AddressSpace;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue};
 use tile_gir::linear::LinearLayout;
-use tile_gir::mma::{MmaPlan, Swizzle};
+use tile_gir::mma::{Instr, MmaPlan, Swizzle, WgmmaOperand};
 use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, SHARED, llvm};
@@ -15,7 +15,10 @@ use super::{Lowering, R, Repr, SHARED, llvm};
 impl<'c> Lowering<'c, '_> {
     pub(super) fn dot(&mut self, op: &Op, p: Precision) -> R<()> {
         if let Some(plan) = self.plan.mma(op.results[0]).cloned() {
-            return self.dot_mma(op, &plan);
+            return match plan.instr {
+                Instr::MmaSync => self.dot_mma(op, &plan),
+                Instr::Wgmma => self.dot_wgmma(op, &plan),
+            };
         }
         let (a, b, c) = (op.operands[0], op.operands[1], op.operands[2]);
         let (ta, tb) = (self.k.ty(a).clone(), self.k.ty(b).clone());
@@ -91,7 +94,6 @@ impl<'c> Lowering<'c, '_> {
             None => (b, false),
         };
         let b_swz = if bt { plan.bt_smem() } else { plan.b_smem() };
-        let esz = plan.input.bytes() as u32;
         let (sa, sb) = (self.staged.get(&a).copied(), self.staged.get(&b).copied());
         // A already in the fragments' layout (attention's P) is packed from registers.
         let a_regs = if sa.is_none() {
@@ -102,7 +104,7 @@ impl<'c> Lowering<'c, '_> {
         // Operands a pipelined loop did not copy ahead go through scratch: the previous readers
         // (an earlier iteration's ldmatrix) must be done before they are overwritten.
         let scratch = self.plan.pipeline_bytes;
-        let b_off = (plan.m * plan.k) as u32 * esz;
+        let b_off = plan.b_offset() as u32;
         if (sa.is_none() && a_regs.is_none()) || sb.is_none() {
             self.need_smem(plan.smem_bytes() as u32);
             self.barrier()?;
@@ -149,6 +151,133 @@ impl<'c> Lowering<'c, '_> {
         }
         self.set(op.results[0], Repr::Tile(acc));
         Ok(())
+    }
+
+    /// `dot` on `wgmma.mma_async`: both operands in shared memory (copied ahead by a pipelined
+    /// loop, or written to scratch here), each warpgroup's m64 instructions read them through
+    /// descriptors, and the accumulators come back after `wgmma.wait_group 0`.
+    fn dot_wgmma(&mut self, op: &Op, plan: &MmaPlan) -> R<()> {
+        let (a, b, c) = (op.operands[0], op.operands[1], op.operands[2]);
+        let (b, bt) = match self.plan.transposed_b.get(&op.results[0]) {
+            Some(x) => (*x, true),
+            None => (b, false),
+        };
+        let (sa, sb) = (self.staged.get(&a).copied(), self.staged.get(&b).copied());
+        let scratch = self.plan.pipeline_bytes;
+        let b_off = plan.b_offset() as u32;
+        if sa.is_none() || sb.is_none() {
+            self.need_smem(plan.smem_bytes() as u32);
+            self.barrier()?;
+            if sa.is_none() {
+                self.operand_to_smem(a, &plan.a_smem(), scratch)?;
+            }
+            if sb.is_none() {
+                let swz = if bt { plan.bt_smem() } else { plan.b_smem() };
+                self.operand_to_smem(b, &swz, scratch + b_off)?;
+            }
+            self.fence_proxy_async()?;
+            self.barrier()?;
+        }
+        let a_base = sa.unwrap_or(self.i32c(scratch as u64));
+        let b_base = sb.unwrap_or(self.i32c((scratch + b_off) as u64));
+        // This warp's warpgroup, and its place in the warpgroup grid (groups along M first).
+        let tid = self.tid.expect("read at kernel entry");
+        let group = llvm(self.b.build_int_unsigned_div(tid, self.i32c(128), ""))?;
+        let wm = self.i32c(plan.warps_m as u64);
+        let gm = llvm(self.b.build_int_unsigned_rem(group, wm, ""))?;
+        let gn = llvm(self.b.build_int_unsigned_div(group, wm, ""))?;
+        let (da, db) = (plan.wgmma_a(), plan.wgmma_b(bt));
+        let a_desc = self.wgmma_desc(&da, a_base, gm)?;
+        let b_desc = self.wgmma_desc(&db, b_base, gn)?;
+        let mut acc = self.elems(c);
+        let per = plan.instr_n() / 2;
+        self.intr("llvm.nvvm.wgmma.fence.sync.aligned", &[], &[])?;
+        for kk in 0..plan.steps_k() {
+            for mi in 0..plan.tiles_m() {
+                let ad = self.desc_plus(a_desc, mi as u32 * da.tile_step + kk as u32 * da.k_step)?;
+                let bd = self.desc_plus(b_desc, kk as u32 * db.k_step)?;
+                let r = per * mi..per * (mi + 1);
+                let d = self.wgmma(plan, !bt, ad, bd, &acc[r.clone()])?;
+                acc[r].copy_from_slice(&d);
+            }
+        }
+        self.intr("llvm.nvvm.wgmma.commit_group.sync.aligned", &[], &[])?;
+        let acc = self.wgmma_wait(&acc)?;
+        self.set(op.results[0], Repr::Tile(acc));
+        Ok(())
+    }
+
+    /// The 64-bit descriptor of an operand at shared byte `base`, moved `group` warpgroups along.
+    fn wgmma_desc(&self, d: &WgmmaOperand, base: IntValue<'c>, group: IntValue<'c>) -> R<IntValue<'c>> {
+        let off = llvm(self.b.build_int_mul(group, self.i32c(d.group_step as u64), ""))?;
+        let off = llvm(self.b.build_int_add(base, off, ""))?;
+        let p = self.smem_abs_ptr(off)?;
+        let i64t = self.ctx.i64_type();
+        let addr = llvm(self.b.build_ptr_to_int(p, i64t, ""))?;
+        let addr = llvm(self.b.build_right_shift(addr, i64t.const_int(4, false), false, ""))?;
+        let addr = llvm(self.b.build_and(addr, i64t.const_int(0x3FFF, false), ""))?;
+        llvm(self.b.build_or(addr, i64t.const_int(d.bits(), false), ""))
+    }
+
+    /// A descriptor whose start address is `bytes` further on (start addresses stay below
+    /// 256 KiB, so the 14-bit field never carries).
+    fn desc_plus(&self, desc: IntValue<'c>, bytes: u32) -> R<IntValue<'c>> {
+        let add = self.ctx.i64_type().const_int((bytes >> 4) as u64, false);
+        llvm(self.b.build_int_add(desc, add, ""))
+    }
+
+    /// One `wgmma.mma_async.m64nNk16` accumulating into `acc` (tied: the same registers).
+    fn wgmma(
+        &self,
+        plan: &MmaPlan,
+        b_mn_major: bool,
+        a: IntValue<'c>,
+        b: IntValue<'c>,
+        acc: &[BasicValueEnum<'c>],
+    ) -> R<Vec<BasicValueEnum<'c>>> {
+        let per = acc.len();
+        let regs: Vec<String> = (0..per).map(|i| format!("${i}")).collect();
+        let ty = match plan.input {
+            DType::BF16 => "bf16",
+            _ => "f16",
+        };
+        let text = format!(
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${s}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, ${a}, ${b}, p, 1, 1, 0, {t};\n}}",
+            n = plan.instr_n(),
+            regs = regs.join(", "),
+            a = per,
+            b = per + 1,
+            s = per + 2,
+            t = b_mn_major as u32,
+        );
+        let mut cons: Vec<String> = vec!["=f".into(); per];
+        cons.extend(["l".into(), "l".into(), "r".into()]);
+        cons.extend((0..per).map(|i| i.to_string()));
+        let mut args: Vec<BasicValueEnum<'c>> = vec![a.into(), b.into(), self.i32c(1).into()];
+        args.extend_from_slice(acc);
+        self.asm_values(&text, &cons.join(","), &args, per)
+    }
+
+    /// `wgmma.wait_group 0`, with the accumulators passed through it so that nothing reads them
+    /// before the instructions writing them are done.
+    fn wgmma_wait(&self, acc: &[BasicValueEnum<'c>]) -> R<Vec<BasicValueEnum<'c>>> {
+        let n = acc.len();
+        let mut cons: Vec<String> = vec!["=f".into(); n];
+        cons.extend((0..n).map(|i| i.to_string()));
+        self.asm_values("wgmma.wait_group.sync.aligned 0;", &cons.join(","), acc, n)
+    }
+
+    /// Inline asm (with side effects) returning `n` f32 values.
+    fn asm_values(&self, text: &str, cons: &str, args: &[BasicValueEnum<'c>], n: usize) -> R<Vec<BasicValueEnum<'c>>> {
+        let f32t = self.ctx.f32_type().into();
+        let st = self.ctx.struct_type(&vec![f32t; n], false);
+        let s = self
+            .asm(Some(st.into()), text, cons, args)?
+            .unwrap()
+            .into_struct_value();
+        (0..n as u32)
+            .map(|i| llvm(self.b.build_extract_value(s, i, "")))
+            .collect()
     }
 
     /// Writes operand `v` (in whatever layout it has) into shared memory at byte `base`, swizzled

@@ -55,12 +55,13 @@ pub(crate) fn lower<'c>(
     k: &Kernel,
     threads: u32,
     stages: u32,
+    target: &tile_gir::Target,
     spec: &[crate::ArgSpec],
 ) -> R<u32> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
     let max_vec = crate::estimate::max_vec(k);
-    let plan = GpuPlan::new(k, threads / 32, stages);
+    let plan = GpuPlan::new(k, threads / 32, stages, target);
     too_large(k, &plan, threads)?;
     let mut l = Lowering {
         info,
@@ -161,7 +162,14 @@ impl<'c> Lowering<'c, '_> {
             "smem",
         );
         smem.set_linkage(Linkage::External);
-        smem.set_alignment(16);
+        // wgmma's swizzled operands start on 1024-byte boundaries of the shared window.
+        let wgmma = self
+            .plan
+            .dots
+            .values()
+            .flatten()
+            .any(|p| p.instr == tile_gir::mma::Instr::Wgmma);
+        smem.set_alignment(if wgmma { 1024 } else { 16 });
         self.smem = Some(smem.as_pointer_value());
         let tid = self.intr1("llvm.nvvm.read.ptx.sreg.tid.x", &[], &[])?.into_int_value();
         self.tid = Some(tid);

@@ -14,6 +14,12 @@ impl<'c> Lowering<'c, '_> {
     pub(super) fn for_pipelined(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
         let (lo, hi, step, signed, inits) = self.loop_operands(op)?;
         let s = pl.stages;
+        // Operands wgmma reads (through the async proxy) are fenced after they land.
+        let wgmma = pl.loads.iter().chain(&pl.resident).any(|ld| {
+            self.plan
+                .mma(ld.dot)
+                .is_some_and(|p| p.instr == tile_gir::mma::Instr::Wgmma)
+        });
         // Warps still reading the buffers from an earlier run of this loop (a loop inside
         // another) finish before they are written again.
         self.barrier()?;
@@ -56,6 +62,9 @@ impl<'c> Lowering<'c, '_> {
             let ahead = llvm(l.b.build_int_add(it, l.i32c(s as u64 - 1), ""))?;
             let write = llvm(l.b.build_int_unsigned_rem(ahead, sc, ""))?;
             l.cp_async_wait(s - 2)?;
+            if wgmma {
+                l.fence_proxy_async()?;
+            }
             l.barrier()?;
             let mut future = args.clone();
             for _ in 0..s - 1 {

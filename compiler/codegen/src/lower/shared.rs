@@ -33,6 +33,13 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
+    /// Orders this thread's earlier shared-memory writes (ordinary stores and `cp.async`) before
+    /// later reads by the async proxy (`wgmma`); a barrier after it makes that hold for the block.
+    pub(super) fn fence_proxy_async(&self) -> R<()> {
+        self.intr("llvm.nvvm.fence.proxy.async.shared_cta", &[], &[])?;
+        Ok(())
+    }
+
     /// Scratch of `bytes` bytes (after the pipeline region) is used.
     pub(super) fn need_smem(&mut self, bytes: u32) {
         self.smem_bytes = self

@@ -196,3 +196,133 @@ fn ldmatrix_of_transposed_b_gives_the_b_fragment() {
         }
     }
 }
+
+fn wgmma_plans() -> Vec<MmaPlan> {
+    let mut v = Vec::new();
+    for m in [64, 128, 256] {
+        for n in [16, 32, 64, 128, 256] {
+            for k in [16, 32, 64] {
+                for warps in [4, 8, 16] {
+                    if let Ok(p) = MmaPlan::wgmma(m, n, k, DType::BF16, DType::F32, warps) {
+                        v.push(p);
+                    }
+                }
+            }
+        }
+    }
+    assert!(v.len() > 40);
+    v
+}
+
+#[test]
+fn wgmma_plans_fit_the_tile() {
+    for p in wgmma_plans() {
+        assert_eq!(p.wm() % WGMMA_M, 0, "{p:?}");
+        assert!(p.wn() <= WGMMA_MAX_N && p.wn() >= 16, "{p:?}");
+        assert_eq!(p.warps(), 4 * p.warps_m * p.warps_n);
+    }
+    assert!(MmaPlan::wgmma(32, 64, 32, DType::BF16, DType::F32, 4).is_err());
+    assert!(MmaPlan::wgmma(64, 64, 128, DType::BF16, DType::F32, 4).is_err());
+    assert!(MmaPlan::wgmma(64, 512, 32, DType::BF16, DType::F32, 4).is_err());
+    assert!(MmaPlan::wgmma(128, 128, 32, DType::BF16, DType::F32, 2).is_err());
+    let p = MmaPlan::wgmma(128, 128, 32, DType::BF16, DType::F32, 8).unwrap();
+    assert_eq!((p.warps_m, p.warps_n, p.tiles_m(), p.instr_n()), (2, 1, 1, 128));
+}
+
+/// wgmma's accumulator: in warp `w` of a warpgroup, `d[i]` of thread `l` is row
+/// `16w + l/4 + 8·((i/2)%2)`, column `8·(i/4) + 2·(l%4) + i%2` of each m64 instruction tile.
+#[test]
+fn wgmma_accumulator_matches_the_ptx_table() {
+    for p in wgmma_plans() {
+        let acc = p.acc();
+        assert!(acc.is_bijective_on_owners(), "{p:?}");
+        let per = p.wn() / 2;
+        assert_eq!(acc.regs(), per * p.tiles_m());
+        for w in 0..p.warps() {
+            let (g, wg) = (w / 4, w % 4);
+            let (gr, gc) = ((g % p.warps_m) * p.wm(), (g / p.warps_m) * p.wn());
+            for l in 0..32 {
+                for mi in 0..p.tiles_m() {
+                    for i in 0..per {
+                        let row = gr + 64 * mi + 16 * wg + l / 4 + 8 * ((i / 2) % 2);
+                        let col = gc + 8 * (i / 4) + 2 * (l % 4) + i % 2;
+                        assert_eq!(acc.apply(i + per * mi, l, w), row * p.n + col, "{p:?} l{l} w{w} i{i}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The hardware's swizzle of a shared-memory byte address: bits 4.. XORed with bits 7.. (3 bits
+/// for 128-byte rows, 2 for 64, 1 for 32).
+fn hw_swizzle(mode: u64, addr: usize) -> usize {
+    let mask = match mode {
+        1 => 7,
+        2 => 3,
+        3 => 1,
+        _ => unreachable!(),
+    };
+    addr ^ (((addr >> 7) & mask) << 4)
+}
+
+/// Where the hardware reads element `(mn, k)` of one instruction's operand (rows of the
+/// MN dimension, `mn < 64` for A, `< N` for B; `k < 16`) from a descriptor starting at byte
+/// `start`: K-major, rows of `row` bytes in 8-row groups `sbo` apart; MN-major, 8-row groups of
+/// K `sbo` apart inside column blocks `lbo` apart.
+fn hw_address(d: &WgmmaOperand, start: usize, mn: usize, k: usize) -> usize {
+    let row = match d.mode {
+        1 => 128,
+        2 => 64,
+        _ => 32,
+    };
+    let addr = if d.mn_major {
+        let block = row / 2;
+        start + (mn / block) * d.lbo as usize + (k / 8) * d.sbo as usize + (k % 8) * row + 2 * (mn % block)
+    } else {
+        start + (mn / 8) * d.sbo as usize + (mn % 8) * row + 2 * k
+    };
+    hw_swizzle(d.mode, addr)
+}
+
+/// Every element each wgmma instruction reads through its descriptors is where the operand's
+/// shared-memory layout put it.
+#[test]
+fn wgmma_descriptors_address_the_stored_operands() {
+    for p in wgmma_plans() {
+        let a = p.wgmma_a();
+        let swz = p.a_smem();
+        for g in 0..p.warps_m {
+            for mi in 0..p.tiles_m() {
+                for kk in 0..p.steps_k() {
+                    let start = g * a.group_step as usize + mi * a.tile_step as usize + kk * a.k_step as usize;
+                    for r in 0..WGMMA_M {
+                        for c in 0..MMA_K {
+                            let (row, col) = (g * p.wm() + 64 * mi + r, 16 * kk + c);
+                            let want = 2 * swz.apply(row * p.k + col);
+                            assert_eq!(hw_address(&a, start, r, c), want, "A {p:?}");
+                        }
+                    }
+                }
+            }
+        }
+        for bt in [false, true] {
+            let b = p.wgmma_b(bt);
+            let swz = if bt { p.bt_smem() } else { p.b_smem() };
+            assert_eq!(b.mn_major, !bt);
+            for g in 0..p.warps_n {
+                for kk in 0..p.steps_k() {
+                    let start = g * b.group_step as usize + kk * b.k_step as usize;
+                    for nn in 0..p.wn() {
+                        for c in 0..MMA_K {
+                            let (n, k) = (g * p.wn() + nn, 16 * kk + c);
+                            let flat = if bt { n * p.k + k } else { k * p.n + n };
+                            let want = 2 * swz.apply(flat);
+                            assert_eq!(hw_address(&b, start, nn, c), want, "B (transposed {bt}) {p:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -316,7 +316,7 @@ impl Problem {
 /// Estimates one checked candidate.
 pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
     let threads = num_warps * t.target.warp_size;
-    let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages);
+    let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages, &t.target);
     let regs = registers(k, &plan);
     let smem = tile_gir::estimate::smem_bytes_in(k, &plan);
     let alloc = regs.next_multiple_of(t.reg_granule) * threads;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use tile_gir::assign::GpuPlan;
 use tile_gir::estimate;
-use tile_gir::mma::MmaPlan;
+use tile_gir::mma::{Instr, MmaPlan};
 use tile_lang::ir::{BinaryOp, ConstValue, DType, Elem, Kernel, Op, OpKind, Region, ValueId};
 
 /// Registers every kernel needs besides its tile values: thread and block ids, the shared-memory
@@ -71,19 +71,17 @@ impl Regs<'_> {
     }
 
     /// Registers an op needs while it runs besides its operands and results: a tensor-core
-    /// `dot`'s operand fragments for one k-step (4 per m16 tile of A, 4 per pair of n8 tiles of B).
+    /// `dot`'s operand fragments for one k-step (4 per m16 tile of A, 4 per pair of n8 tiles of
+    /// B) on mma.sync; wgmma reads its operands from shared memory and holds two descriptors.
     fn temporaries(&self, op: &Op) -> usize {
         let OpKind::Dot(_) = op.kind else { return 0 };
         // Besides the fragments: the thread's parts of the ldmatrix and swizzled-store addresses
         // of both operands (fitted on attention, where ptxas held ~8 more than the fragments).
         const MMA_ADDRESS_REGS: usize = 8;
-        let (a, c) = (self.k.ty(op.operands[0]), self.k.ty(op.operands[2]));
-        let (Some(din), Some(acc)) = (a.dtype(), c.dtype()) else {
-            return 0;
-        };
-        match MmaPlan::new(a.shape[0], c.shape[1], a.shape[1], din, acc, self.threads / 32) {
-            Ok(p) => 4 * p.tiles_m() + 4 * p.b_pairs() + MMA_ADDRESS_REGS,
-            Err(_) => 0,
+        match self.plan.mma(op.results[0]) {
+            Some(p) if p.instr == Instr::Wgmma => 4 + MMA_ADDRESS_REGS,
+            Some(p) => 4 * p.tiles_m() + 4 * p.b_pairs() + MMA_ADDRESS_REGS,
+            None => 0,
         }
     }
 

@@ -54,6 +54,7 @@ impl TargetDesc {
     /// (not measured here). The saturation points are rough: 32 warps (half the SM) in flight
     /// cover HBM latency for streaming kernels; 16 warps (4 per scheduler) cover ALU latency.
     pub fn h200(target: Target) -> TargetDesc {
+        let wgmma = target.wgmma;
         TargetDesc {
             target,
             sms: 132,
@@ -65,8 +66,9 @@ impl TargetDesc {
             smem_reserved_per_block: 1024,
             dram_bytes_per_s: 4.3e12,
             insts_per_s: 30e12,
-            // tile's own pipelined mma.sync matmul reached 384 TFLOP/s at 8192³ (docs/gpu.md).
-            mma_flops_per_s: 400e12,
+            // tile's own pipelined matmul at 8192³ (docs/gpu.md): 398 TFLOP/s on mma.sync, 564 on
+            // sm_90a's wgmma (cp.async stages, wait for each dot).
+            mma_flops_per_s: if wgmma { 560e12 } else { 400e12 },
             mma_saturating_warps: 4,
             smem_bytes_per_s: 128.0 * 1.98e9 * 132.0,
             spill_safe_regs: 128,
