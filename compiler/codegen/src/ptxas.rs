@@ -14,6 +14,9 @@ pub struct Resources {
     pub stack_frame_bytes: u32,
     pub spill_store_bytes: u32,
     pub spill_load_bytes: u32,
+    /// ptxas's "Potential Performance Loss" notes (e.g. wgmma serialised: C7514), its codes
+    /// and messages; tile treats any of them as a code-generation bug.
+    pub performance_warnings: Vec<String>,
 }
 
 impl std::fmt::Display for Resources {
@@ -22,7 +25,11 @@ impl std::fmt::Display for Resources {
             f,
             "registers {}, shared {} B, stack {} B, spills {} B stored / {} B loaded",
             self.registers, self.shared_bytes, self.stack_frame_bytes, self.spill_store_bytes, self.spill_load_bytes
-        )
+        )?;
+        for w in &self.performance_warnings {
+            write!(f, "; ptxas: {w}")?;
+        }
+        Ok(())
     }
 }
 
@@ -90,6 +97,17 @@ pub fn parse_report(text: &str) -> Resources {
         line[..i].split_whitespace().last()?.parse().ok()
     };
     for line in text.lines() {
+        if let Some(i) = line.find("Potential Performance Loss") {
+            let code = line[..i]
+                .trim()
+                .trim_start_matches("ptxas info")
+                .trim()
+                .trim_start_matches(':')
+                .trim();
+            let msg = line[i..].split(" in the function").next().unwrap_or(&line[i..]);
+            r.performance_warnings.push(format!("{code} {msg}").trim().to_string());
+            continue;
+        }
         if let Some(v) = num_before(line, "registers") {
             r.registers = v;
         }

@@ -445,13 +445,20 @@ impl GpuPlan {
                 .iter()
                 .map(|s| format!("%{} -> {} of dot %{}", s.load.0, ["A", "B"][s.operand], s.dot.0))
                 .collect();
+            let in_flight = if l.async_dots.is_empty() {
+                String::new()
+            } else {
+                let d: Vec<String> = l.async_dots.iter().map(|(d, _)| format!("%{}", d.0)).collect();
+                format!(", wgmma {} in flight across iterations", d.join(" "))
+            };
             let _ = writeln!(
                 s,
-                "  loop %{}: {} stages of {} B at {} (cp.async), staged {}",
+                "  loop %{}: {} stages of {} B at {} (cp.async {} ahead{in_flight}), staged {}",
                 iv.0,
                 l.stages,
                 l.stage_bytes,
                 l.base,
+                l.ahead,
                 loads.join(", ")
             );
         }

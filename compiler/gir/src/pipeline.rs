@@ -10,6 +10,9 @@
 //! - iteration `i`: wait until at most `stages - 2` groups are pending, barrier, issue iteration
 //!   `i + stages - 1` into the stage iteration `i - 1` used, commit; the `dot` reads stage
 //!   `i mod stages` with `ldmatrix` directly;
+//! - with 4 or more stages, a wgmma whose accumulator is only carried to itself stays in flight
+//!   into the next iteration (`LoopPipeline::async_dots`): copies then run `stages - 2` ahead,
+//!   so that the stage refilled is the one iteration `i - 2` read, whose instructions are done;
 //! - copies for iterations past the end are predicated off (they zero-fill), and the loop ends
 //!   with a wait for all groups.
 //!
@@ -23,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use tile_lang::ir::{ConstValue, Kernel, Op, OpKind, ValueId};
 
-use crate::mma::MmaPlan;
+use crate::mma::{Instr, MmaPlan};
 
 /// A load whose tile is copied ahead into shared memory for a tensor-core `dot`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +61,13 @@ pub struct LoopPipeline {
     pub advance_ops: Vec<usize>,
     /// Carried values (index among the loop's carried values) the issue ops read.
     pub carried: Vec<usize>,
+    /// How many iterations ahead the copies run: `stages - 1`, or `stages - 2` when a wgmma
+    /// stays in flight across iterations (its stage must not be refilled until it is done).
+    pub ahead: u32,
+    /// wgmma dots whose accumulator is only carried to the next iteration's same dot: each
+    /// iteration waits for the previous iteration's instructions only (`wait_group 1`), and the
+    /// loop's end waits for all. By dot result, with the carried value's index.
+    pub async_dots: Vec<(ValueId, usize)>,
 }
 
 impl LoopPipeline {
@@ -229,6 +239,26 @@ fn plan_loop(
         }
         work.extend(body.ops[i].operands.iter().map(|o| (*o, for_issue)));
     }
+    // A wgmma accumulating into a carried value that nothing else reads can stay in flight while
+    // the next iteration copies and waits, when stages are left to spare: with 3, copies would
+    // run only one iteration ahead (measured slower on the H200 than waiting for each dot).
+    let mut async_dots = Vec::new();
+    if stages >= 4 {
+        for o in &body.ops {
+            let OpKind::Dot(_) = o.kind else { continue };
+            let r = o.results[0];
+            if dots.get(&r).is_none_or(|d| d.instr != Instr::Wgmma) {
+                continue;
+            }
+            let Some(j) = yield_op.operands.iter().position(|v| *v == r) else {
+                continue;
+            };
+            let carried_in = body.args[j + 1];
+            if uses.get(&r) == Some(&1) && uses.get(&carried_in) == Some(&1) && o.operands[2] == carried_in {
+                async_dots.push((r, j));
+            }
+        }
+    }
     let mut issue_ops: Vec<usize> = issue.into_iter().collect();
     issue_ops.sort_unstable();
     let mut advance_ops: Vec<usize> = advance.into_iter().collect();
@@ -245,6 +275,8 @@ fn plan_loop(
         issue_ops,
         advance_ops,
         carried,
+        ahead: if async_dots.is_empty() { stages - 1 } else { stages - 2 },
+        async_dots,
     })
 }
 

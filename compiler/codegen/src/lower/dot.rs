@@ -202,7 +202,19 @@ impl<'c> Lowering<'c, '_> {
             }
         }
         self.intr("llvm.nvvm.wgmma.commit_group.sync.aligned", &[], &[])?;
-        let acc = self.wgmma_wait(&acc)?;
+        // In a pipelined loop that only carries the accumulator to this dot again, the group
+        // stays in flight (the loop waits for it at its end); else wait for it here.
+        let in_flight = self
+            .plan
+            .pipelines
+            .values()
+            .any(|p| p.async_dots.iter().any(|(d, _)| *d == op.results[0]));
+        let acc = if in_flight {
+            self.asm(None, "wgmma.wait_group.sync.aligned 1;", "", &[])?;
+            acc
+        } else {
+            self.wgmma_wait(&acc)?
+        };
         self.set(op.results[0], Repr::Tile(acc));
         Ok(())
     }
@@ -260,7 +272,7 @@ impl<'c> Lowering<'c, '_> {
 
     /// `wgmma.wait_group 0`, with the accumulators passed through it so that nothing reads them
     /// before the instructions writing them are done.
-    fn wgmma_wait(&self, acc: &[BasicValueEnum<'c>]) -> R<Vec<BasicValueEnum<'c>>> {
+    pub(super) fn wgmma_wait(&self, acc: &[BasicValueEnum<'c>]) -> R<Vec<BasicValueEnum<'c>>> {
         let n = acc.len();
         let mut cons: Vec<String> = vec!["=f".into(); n];
         cons.extend((0..n).map(|i| i.to_string()));

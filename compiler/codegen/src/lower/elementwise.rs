@@ -40,7 +40,40 @@ impl<'c> Lowering<'c, '_> {
     /// offset) on tiles:
     /// [`element`](Self::element) on each slot.
     pub(super) fn elementwise(&mut self, op: &Op) -> R<()> {
+        if let OpKind::Cast(r) = op.kind
+            && r != Rounding::Rtz
+            && self.dtype(op.operands[0]) == DType::F32
+            && let Some(name) = match self.k.ty(op.results[0]).dtype() {
+                Some(DType::BF16) => Some("llvm.nvvm.ff2bf16x2.rn"),
+                Some(DType::F16) => Some("llvm.nvvm.ff2f16x2.rn"),
+                _ => None,
+            }
+        {
+            return self.narrow_in_pairs(op, name);
+        }
         self.map(op, &|l, a| l.element(op, a))
+    }
+
+    /// f32 to bf16/f16 (nearest even), two slots per `cvt.rn.{bf16,f16}x2.f32`: half the
+    /// instructions, and what lets a wgmma accumulator be converted after the loop without
+    /// ptxas serialising the loop's wgmma (it does so when scalar `cvt`s read the accumulator).
+    fn narrow_in_pairs(&mut self, op: &Op, name: &str) -> R<()> {
+        let x = self.elems(op.operands[0]);
+        let mut out = Vec::with_capacity(x.len());
+        for pair in x.chunks(2) {
+            if pair.len() == 1 {
+                let to = self.k.ty(op.results[0]).dtype().unwrap();
+                out.push(self.cast(DType::F32, to, pair[0], op.loc)?);
+                continue;
+            }
+            // The first operand lands in the upper half.
+            let v = self.intr1(name, &[], &[pair[1], pair[0]])?.into_vector_value();
+            for j in 0..2 {
+                out.push(llvm(self.b.build_extract_element(v, self.i32c(j), ""))?);
+            }
+        }
+        self.set_elems(op.results[0], out);
+        Ok(())
     }
 
     /// An elementwise op applied to one element of each operand.

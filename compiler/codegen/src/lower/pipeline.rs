@@ -34,10 +34,11 @@ impl<'c> Lowering<'c, '_> {
             let at = self.i32c(pl.resident_addr(r) as u64);
             self.operand_to_smem_at(r.load, &swz, at)?;
         }
-        // Prologue: iterations 0 .. s-1 into stages 0 .. s-1.
+        // Prologue: iterations 0 .. ahead into stages 0 .. ahead.
+        let ahead = pl.ahead;
         let mut args = vec![Repr::Scalar(lo.into())];
         args.extend(inits.iter().cloned());
-        for st in 0..s - 1 {
+        for st in 0..ahead {
             if st > 0 {
                 args = self.advance(op, pl, &args, step)?;
             }
@@ -49,8 +50,9 @@ impl<'c> Lowering<'c, '_> {
         let out = self.counted_loop(lo, hi, step, signed, flat, &mut |l, i, cur| {
             let mut args = vec![Repr::Scalar(i.into())];
             args.extend(Self::rebuild(&inits, &cur));
-            // Iteration `it` reads stage it % s and refills stage (it + s - 1) % s, which
-            // iteration it - 1 read: the barrier after the wait covers both.
+            // Iteration `it` reads stage it % s and refills stage (it + ahead) % s, which
+            // iteration it - 1 read (it - 2 when a wgmma stays in flight: the previous
+            // iteration's wait_group 1 finished it): the barrier after the wait covers both.
             let it = if signed {
                 llvm(l.b.build_int_signed_div(llvm(l.b.build_int_sub(i, lo, ""))?, step, ""))?
             } else {
@@ -59,15 +61,15 @@ impl<'c> Lowering<'c, '_> {
             let it = llvm(l.b.build_int_truncate_or_bit_cast(it, l.ctx.i32_type(), ""))?;
             let sc = l.i32c(s as u64);
             let read = llvm(l.b.build_int_unsigned_rem(it, sc, ""))?;
-            let ahead = llvm(l.b.build_int_add(it, l.i32c(s as u64 - 1), ""))?;
-            let write = llvm(l.b.build_int_unsigned_rem(ahead, sc, ""))?;
-            l.cp_async_wait(s - 2)?;
+            let later = llvm(l.b.build_int_add(it, l.i32c(ahead as u64), ""))?;
+            let write = llvm(l.b.build_int_unsigned_rem(later, sc, ""))?;
+            l.cp_async_wait(ahead - 1)?;
             if wgmma {
                 l.fence_proxy_async()?;
             }
             l.barrier()?;
             let mut future = args.clone();
-            for _ in 0..s - 1 {
+            for _ in 0..ahead {
                 future = l.advance(op, pl, &future, step)?;
             }
             l.issue(op, pl, &future, write, hi, signed)?;
@@ -86,7 +88,14 @@ impl<'c> Lowering<'c, '_> {
             Ok(Self::flatten(&y?))
         })?;
         self.cp_async_wait(0)?;
-        for (r, v) in op.results.iter().zip(Self::rebuild(&inits, &out)) {
+        let mut results = Self::rebuild(&inits, &out);
+        // Accumulators still in flight: wait for every group, passing them through the wait.
+        for (_, j) in &pl.async_dots {
+            if let Repr::Tile(acc) = &results[*j] {
+                results[*j] = Repr::Tile(self.wgmma_wait(acc)?);
+            }
+        }
+        for (r, v) in op.results.iter().zip(results) {
             self.set(*r, v);
         }
         Ok(())

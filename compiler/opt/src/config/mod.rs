@@ -6,7 +6,8 @@
 //! Each is checked with its bindings and estimated (registers per thread, shared memory,
 //! occupancy, a roofline time over the grid of the file's largest run-spec case); one over the
 //! register budget or the shared-memory limit is infeasible; the cheapest feasible one wins,
-//! ties going to fewer warps, then fewer stages, then the earlier candidate.
+//! ties going to fewer warps, then more stages for kernels with pipelined loops (fewer for
+//! the others, whose code stages do not change), then the earlier candidate.
 //!
 //! `dtype` parameters are not tuned: the element type is part of the problem, not of the
 //! schedule. They come from the pins, else the run spec's case, else their first choice.
@@ -21,14 +22,13 @@ pub use model::{BASE_REGS, Launch, Work, registers, work};
 pub use target::TargetDesc;
 use tile_lang::check::{self, Bindings};
 use tile_lang::ir::Scalar;
-use tile_lang::ir::{ConstValue, DType, Kernel};
+use tile_lang::ir::{ConstValue, DType, Kernel, ValueId};
 use tile_lang::spec;
 use tile_lang::syntax::ast;
 
 /// `num_warps` candidates when a kernel has no `#[warps(..)]`.
 pub const DEFAULT_WARPS: &[u32] = &[1, 2, 4, 8];
-/// `num_stages` candidates when a kernel has no `#[stages(..)]`. The codegen does not pipeline
-/// loops yet, so stages change neither the code nor the estimates; fewer wins ties.
+/// `num_stages` candidates when a kernel has no `#[stages(..)]`: no pipelining unless asked.
 pub const DEFAULT_STAGES: &[u32] = &[1];
 /// Without a run spec: every integer argument is this, and the grid has this many programs.
 pub const DEFAULT_INT_ARG: i64 = 4096;
@@ -78,6 +78,11 @@ pub struct Estimate {
     pub dram_s: f64,
     pub alu_s: f64,
     pub smem_s: f64,
+    /// Iterations a pipelined loop copies ahead (the most over its loops; 0: none).
+    pub copies_ahead: u32,
+    /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
+    /// case specialises on).
+    pub int_args: HashMap<ValueId, i64>,
 }
 
 impl Estimate {
@@ -342,9 +347,11 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         |per_program: f64, rate: f64, efficiency: f64| waves * resident * per_program / (rate / sms * efficiency);
     let by_warps = |saturating: u32| (warps / saturating as f64).min(1.0);
     // DRAM stays busy when enough load bytes are in flight per SM: the resident programs' loads
-    // issued together (a whole row, or one loop iteration's tiles).
+    // issued together (a whole row, or one loop iteration's tiles; a pipelined loop has that
+    // many iterations' copies in flight).
+    let copies_ahead = plan.pipelines.values().map(|p| p.ahead).max().unwrap_or(0);
     let mem_efficiency = if w.burst_bytes > 0.0 {
-        (resident * w.burst_bytes / t.mem_bytes_in_flight).min(1.0)
+        (resident * w.burst_bytes * copies_ahead.max(1) as f64 / t.mem_bytes_in_flight).min(1.0)
     } else {
         by_warps(t.mem_saturating_warps)
     };
@@ -368,6 +375,8 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         dram_s,
         alu_s,
         smem_s,
+        copies_ahead,
+        int_args: launch.scalars.clone(),
     }
 }
 
@@ -542,7 +551,8 @@ pub fn choose_on(
         });
     }
     // Cheapest feasible; a relative tolerance makes equal estimates ties, which go to fewer
-    // warps, then fewer stages, then enumeration order.
+    // warps, then, for kernels with pipelined loops, more stages (measured faster at every
+    // depth the shared memory allows: docs/gpu.md), else fewer, then enumeration order.
     let mut best: Option<usize> = None;
     for (i, c) in cands.iter().enumerate() {
         if !c.feasible() {
@@ -552,7 +562,14 @@ pub fn choose_on(
             None => true,
             Some(b) => {
                 let (x, y) = (c.estimate.as_ref().unwrap(), cands[b].estimate.as_ref().unwrap());
-                let key = |c: &Candidate| (c.config.num_warps, c.config.num_stages);
+                let key = |c: &Candidate| {
+                    let e = c.estimate.as_ref().unwrap();
+                    let stages = c.config.num_stages;
+                    (
+                        c.config.num_warps,
+                        if e.copies_ahead > 0 { u32::MAX - stages } else { stages },
+                    )
+                };
                 if x.time_s < y.time_s * (1.0 - 1e-9) {
                     true
                 } else if x.time_s <= y.time_s * (1.0 + 1e-9) {

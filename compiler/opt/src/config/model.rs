@@ -44,6 +44,9 @@ struct Regs<'a> {
     splats: HashSet<ValueId>,
     /// Loads a pipelined loop copies into shared memory with cp.async: never in registers.
     staged: HashSet<ValueId>,
+    /// Pointer tiles used only to address such copies (and advanced for the next iteration):
+    /// the lowering reads one pointer per 16-byte chunk, so only those stay live.
+    copy_ptrs: HashSet<ValueId>,
     plan: &'a GpuPlan,
 }
 
@@ -62,7 +65,7 @@ impl Regs<'_> {
         let elems = estimate::elems_per_thread(&t.shape, self.threads, self.max_vec);
         // Index tiles are recomputed per vector access (broadcasts of them are computed in
         // registers at each index, see `GpuPlan::recompute_ops`).
-        let held = if self.index.contains(&v) {
+        let held = if self.index.contains(&v) || self.copy_ptrs.contains(&v) {
             elems.div_ceil(self.max_vec)
         } else {
             elems
@@ -171,6 +174,59 @@ fn index_tiles(k: &Kernel) -> HashSet<ValueId> {
     index
 }
 
+/// Pointer tiles whose every use addresses a staged load's copies: the load's pointer, a
+/// `ptr + offset` that is itself such a tile, or a loop-carried value that is one (its initial
+/// value, next value and argument).
+fn copy_pointers(k: &Kernel, staged: &HashSet<ValueId>) -> HashSet<ValueId> {
+    let mut users: HashMap<ValueId, Vec<Op>> = HashMap::new();
+    let mut carried: Vec<(ValueId, ValueId, ValueId, ValueId)> = Vec::new();
+    k.walk(&mut |op| {
+        for v in &op.operands {
+            users.entry(*v).or_default().push(op.clone());
+        }
+        if let OpKind::For { .. } = op.kind {
+            let body = &op.regions[0];
+            if let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) {
+                for (j, arg) in body.args[1..].iter().enumerate() {
+                    carried.push((op.operands[3 + j], *arg, y.operands[j], op.results[j]));
+                }
+            }
+        }
+    });
+    let is_ptr_tile = |v: ValueId| k.ty(v).elem.is_ptr() && !k.ty(v).is_scalar();
+    // Optimistic fixed point: start from every pointer tile, drop those with another use.
+    let mut set: HashSet<ValueId> = users.keys().copied().filter(|v| is_ptr_tile(*v)).collect();
+    for (init, arg, next, res) in &carried {
+        if is_ptr_tile(*arg) {
+            set.extend([*init, *arg, *next, *res]);
+        }
+    }
+    loop {
+        let before = set.len();
+        let snapshot = set.clone();
+        set.retain(|v| {
+            users.get(v).into_iter().flatten().all(|u| match u.kind {
+                OpKind::Load { .. } => u.operands[0] == *v && staged.contains(&u.results[0]),
+                OpKind::PtrAdd => u.operands[0] == *v && snapshot.contains(&u.results[0]),
+                OpKind::Yield | OpKind::For { .. } => carried
+                    .iter()
+                    .any(|(i, a, n, _)| (*i == *v || *n == *v) && snapshot.contains(a)),
+                _ => false,
+            })
+        });
+        for (init, arg, next, res) in &carried {
+            if !(set.contains(init) && set.contains(arg) && set.contains(next)) {
+                for v in [init, arg, next, res] {
+                    set.remove(v);
+                }
+            }
+        }
+        if set.len() == before {
+            return set;
+        }
+    }
+}
+
 /// Estimated 32-bit registers per thread for `k` in blocks of `threads` threads.
 pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
     let threads = plan.threads;
@@ -186,6 +242,7 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
             staged.insert(op.results[0]);
         }
     });
+    let copy_ptrs = copy_pointers(k, &staged);
     let r = Regs {
         k,
         threads,
@@ -194,6 +251,7 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         index: index_tiles(k),
         splats,
         staged,
+        copy_ptrs,
         plan,
     };
     let mut defs: Vec<ValueId> = k.params.iter().map(|p| p.value).collect();
