@@ -87,10 +87,10 @@ impl GpuPlan {
                 let (m, kk, n) = (a.shape[0], a.shape[1], c.shape[1]);
                 let rows = chained.contains(&op.results[0]);
                 let (din, dacc) = (a.dtype().unwrap(), c.dtype().unwrap());
-                // wgmma where it fits; chained dots (attention) keep mma.sync, whose second
-                // product reads A from registers.
-                let wg = (target.wgmma && !rows)
-                    .then(|| MmaPlan::wgmma(m, n, kk, din, dacc, warps).ok())
+                // wgmma where it fits (chained dots with every warpgroup on its own rows).
+                let wg = target
+                    .wgmma
+                    .then(|| MmaPlan::wgmma_with_rows(m, n, kk, din, dacc, warps, rows).ok())
                     .flatten();
                 let plan = match wg {
                     Some(p) => Ok(p),
@@ -216,9 +216,6 @@ impl GpuPlan {
     /// before it): the dot then reads A from registers, not shared memory.
     pub fn a_in_registers(&self, k: &Kernel, op: &Op) -> Option<Vec<usize>> {
         let plan = self.mma(op.results[0])?;
-        if plan.instr == Instr::Wgmma {
-            return None;
-        }
         let a = op.operands[0];
         if !self.layouts.contains_key(&a) {
             return None;

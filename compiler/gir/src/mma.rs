@@ -66,8 +66,13 @@ pub struct WgmmaOperand {
     pub lbo: u32,
     /// Stride-dimension byte offset (the stride between groups of 8 rows).
     pub sbo: u32,
-    /// Bytes added to the start for each k16 step.
+    /// Bytes added to the start for each k16 step inside a K block.
     pub k_step: u32,
+    /// k16 steps per K block (K-major operands wider than 64 elements are stored as blocks of
+    /// 64 columns; MN-major ones have a single block).
+    pub k_steps_per_block: u32,
+    /// Bytes between K blocks.
+    pub k_block: u32,
     /// Bytes added for each m64 instruction tile (A only).
     pub tile_step: u32,
     /// Bytes added for each warpgroup along this operand's non-K dimension.
@@ -77,6 +82,11 @@ pub struct WgmmaOperand {
 }
 
 impl WgmmaOperand {
+    /// Bytes from the operand's start to k16 step `kk`'s.
+    pub fn k_offset(&self, kk: u32) -> u32 {
+        (kk / self.k_steps_per_block) * self.k_block + (kk % self.k_steps_per_block) * self.k_step
+    }
+
     /// The descriptor's constant bits (everything but the start address).
     pub fn bits(&self) -> u64 {
         ((self.lbo as u64 >> 4) << 16) | ((self.sbo as u64 >> 4) << 32) | (self.mode << 62)
@@ -198,6 +208,20 @@ impl MmaPlan {
     /// there is none: each warpgroup's rows a multiple of 64, its columns at most 256 and whole
     /// column blocks of B, and K rows of A (and of B stored `[n, k]`) 32, 64 or 128 bytes long.
     pub fn wgmma(m: usize, n: usize, k: usize, input: DType, acc: DType, warps: u32) -> Result<MmaPlan, NoMma> {
+        MmaPlan::wgmma_with_rows(m, n, k, input, acc, warps, false)
+    }
+
+    /// [`wgmma`](Self::wgmma), with every warpgroup on its own rows when `rows_per_group` asks
+    /// for it (chained dots: each warp then holds whole rows of 16, as with mma.sync).
+    pub fn wgmma_with_rows(
+        m: usize,
+        n: usize,
+        k: usize,
+        input: DType,
+        acc: DType,
+        warps: u32,
+        rows_per_group: bool,
+    ) -> Result<MmaPlan, NoMma> {
         if !matches!(input, DType::BF16 | DType::F16) || acc != DType::F32 {
             return Err(NoMma::Dtypes { input, acc });
         }
@@ -205,13 +229,16 @@ impl MmaPlan {
         if warps % 4 != 0 {
             return no(format!("{warps} warps are not whole warpgroups of 4"));
         }
-        if k % MMA_K != 0 || swizzle_mode(k * input.bytes()).is_none() {
-            return no(format!("k = {k}: wgmma here takes K tiles of 16, 32 or 64 elements"));
+        let kb = Swizzle::k_block(k);
+        if k % MMA_K != 0 || k % kb != 0 || swizzle_mode(kb * input.bytes()).is_none() {
+            return no(format!(
+                "k = {k}: wgmma here takes K tiles of 16, 32 or a multiple of 64 elements"
+            ));
         }
         let groups = warps as usize / 4;
         let (mut gm, mut gn) = (1usize, 1usize);
         while gm * gn < groups {
-            if m / gm >= 2 * WGMMA_M {
+            if m / gm >= 2 * WGMMA_M || rows_per_group {
                 gm *= 2;
             } else if n / gn >= 32 {
                 gn *= 2;
@@ -262,14 +289,23 @@ impl MmaPlan {
 
     /// How `wgmma` reads A (`[m, k]`, K-major).
     pub fn wgmma_a(&self) -> WgmmaOperand {
-        let row = (self.k * self.input.bytes()) as u32;
+        self.k_major(self.m, self.wm())
+    }
+
+    /// A K-major operand of `rows` rows (`group_rows` per warpgroup), stored in K blocks of up
+    /// to 64 elements ([`Swizzle::k_block`]).
+    fn k_major(&self, rows: usize, group_rows: usize) -> WgmmaOperand {
+        let kb = Swizzle::k_block(self.k);
+        let row = (kb * self.input.bytes()) as u32;
         WgmmaOperand {
             mode: swizzle_mode(row as usize).expect("checked by MmaPlan::wgmma"),
             lbo: 16,
             sbo: 8 * row,
             k_step: (MMA_K * self.input.bytes()) as u32,
+            k_steps_per_block: (kb / MMA_K) as u32,
+            k_block: rows as u32 * row,
             tile_step: WGMMA_M as u32 * row,
-            group_step: self.wm() as u32 * row,
+            group_step: group_rows as u32 * row,
             mn_major: false,
         }
     }
@@ -279,15 +315,9 @@ impl MmaPlan {
     pub fn wgmma_b(&self, transposed: bool) -> WgmmaOperand {
         let esz = self.input.bytes();
         if transposed {
-            let row = (self.k * esz) as u32;
             return WgmmaOperand {
-                mode: swizzle_mode(row as usize).expect("checked by MmaPlan::wgmma"),
-                lbo: 16,
-                sbo: 8 * row,
-                k_step: (MMA_K * esz) as u32,
                 tile_step: 0,
-                group_step: self.wn() as u32 * row,
-                mn_major: false,
+                ..self.k_major(self.n, self.wn())
             };
         }
         let block = Swizzle::mn_block(self.n);
@@ -298,6 +328,8 @@ impl MmaPlan {
             lbo,
             sbo: 8 * row,
             k_step: MMA_K as u32 * row,
+            k_steps_per_block: u32::MAX,
+            k_block: 0,
             tile_step: 0,
             group_step: (self.wn() / block) as u32 * lbo,
             mn_major: true,
@@ -379,17 +411,23 @@ impl MmaPlan {
 
     /// A's fragments `[m, k]` in registers as mma wants them: per (k16 step, m16 tile), 8 elements
     /// `(g, 2t+h)`, `(g+8, 2t+h)`, `(g, 8+2t+h)`, `(g+8, 8+2t+h)`; warps along N hold copies.
+    /// With wgmma (A from registers), the same per warp's 16 rows of each m64 tile.
     pub fn a_fragment(&self) -> LinearLayout {
         let (row, col) = (self.k, 1);
         let mut reg = vec![col, 8 * row, 8 * col];
-        reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (16 << i) * row));
+        reg.extend((0..self.tiles_m().trailing_zeros()).map(|i| (self.instr_m() << i) * row));
         reg.extend((0..self.steps_k().trailing_zeros()).map(|i| (16 << i) * col));
         let lane = vec![2 * col, 4 * col, row, 2 * row, 4 * row];
+        let mut warp = match self.instr {
+            Instr::MmaSync => Vec::new(),
+            Instr::Wgmma => vec![16 * row, 32 * row],
+        };
+        warp.extend(self.warp_bases(row, 0));
         LinearLayout {
             shape: vec![self.m, self.k],
             reg,
             lane,
-            warp: self.warp_bases(row, 0),
+            warp,
         }
     }
 
@@ -409,9 +447,13 @@ impl MmaPlan {
         }
     }
 
-    /// Shared-memory layout of A (`[m, k]`, row-major, swizzled).
+    /// Shared-memory layout of A (`[m, k]`, row-major, swizzled; for wgmma in K blocks of up
+    /// to 64 elements).
     pub fn a_smem(&self) -> Swizzle {
-        Swizzle::for_rows(self.m, self.k)
+        match self.instr {
+            Instr::MmaSync => Swizzle::for_rows(self.m, self.k),
+            Instr::Wgmma => Swizzle::in_blocks(self.m, self.k, Swizzle::k_block(self.k)),
+        }
     }
 
     /// Shared-memory layout of B (`[k, n]`, row-major, swizzled; read with `ldmatrix.trans`;
@@ -484,7 +526,10 @@ impl MmaPlan {
     /// `b: [n, k]` row-major: the tile is copied as it is and read with `ldmatrix` without
     /// `.trans`).
     pub fn bt_smem(&self) -> Swizzle {
-        Swizzle::for_rows(self.n, self.k)
+        match self.instr {
+            Instr::MmaSync => Swizzle::for_rows(self.n, self.k),
+            Instr::Wgmma => Swizzle::in_blocks(self.n, self.k, Swizzle::k_block(self.k)),
+        }
     }
 
     /// The rows each lane gives `ldmatrix.x4` (no `.trans`) for B stored as `[n, k]`, over
@@ -557,6 +602,12 @@ impl Swizzle {
             max_phase,
             block,
         }
+    }
+
+    /// The column block of a K-major wgmma operand with `k` columns: 64 16-bit elements (one
+    /// 128-byte swizzle row), or the whole row when narrower.
+    pub fn k_block(k: usize) -> usize {
+        k.min(64)
     }
 
     /// The column block of an MN-major wgmma operand with `cols` columns: 128 bytes of 16-bit

@@ -163,12 +163,19 @@ impl<'c> Lowering<'c, '_> {
             None => (b, false),
         };
         let (sa, sb) = (self.staged.get(&a).copied(), self.staged.get(&b).copied());
+        // A already in the fragments' layout (attention's P) is read from registers.
+        let a_regs = if sa.is_none() {
+            self.plan.a_in_registers(self.k, op)
+        } else {
+            None
+        };
+        let a_in_smem = a_regs.is_none();
         let scratch = self.plan.pipeline_bytes;
         let b_off = plan.b_offset() as u32;
-        if sa.is_none() || sb.is_none() {
+        if (sa.is_none() && a_in_smem) || sb.is_none() {
             self.need_smem(plan.smem_bytes() as u32);
             self.barrier()?;
-            if sa.is_none() {
+            if sa.is_none() && a_in_smem {
                 self.operand_to_smem(a, &plan.a_smem(), scratch)?;
             }
             if sb.is_none() {
@@ -187,17 +194,29 @@ impl<'c> Lowering<'c, '_> {
         let gm = llvm(self.b.build_int_unsigned_rem(group, wm, ""))?;
         let gn = llvm(self.b.build_int_unsigned_div(group, wm, ""))?;
         let (da, db) = (plan.wgmma_a(), plan.wgmma_b(bt));
-        let a_desc = self.wgmma_desc(&da, a_base, gm)?;
+        let a_desc = if a_in_smem {
+            Some(self.wgmma_desc(&da, a_base, gm)?)
+        } else {
+            None
+        };
         let b_desc = self.wgmma_desc(&db, b_base, gn)?;
+        let a_vals = if a_in_smem { Vec::new() } else { self.elems(a) };
         let mut acc = self.elems(c);
         let per = plan.instr_n() / 2;
+        let tm = plan.tiles_m();
         self.intr("llvm.nvvm.wgmma.fence.sync.aligned", &[], &[])?;
         for kk in 0..plan.steps_k() {
-            for mi in 0..plan.tiles_m() {
-                let ad = self.desc_plus(a_desc, mi as u32 * da.tile_step + kk as u32 * da.k_step)?;
-                let bd = self.desc_plus(b_desc, kk as u32 * db.k_step)?;
+            for mi in 0..tm {
+                let a_op = match (&a_desc, &a_regs) {
+                    (Some(d), _) => {
+                        WgmmaA::Desc(self.desc_plus(*d, mi as u32 * da.tile_step + da.k_offset(kk as u32))?)
+                    }
+                    (None, Some(map)) => WgmmaA::Regs(self.pack_fragment(&a_vals, map, 8 * (mi + tm * kk))?),
+                    (None, None) => unreachable!("A is in shared memory or registers"),
+                };
+                let bd = self.desc_plus(b_desc, db.k_offset(kk as u32))?;
                 let r = per * mi..per * (mi + 1);
-                let d = self.wgmma(plan, !bt, ad, bd, &acc[r.clone()])?;
+                let d = self.wgmma(plan, !bt, a_op, bd, &acc[r.clone()])?;
                 acc[r].copy_from_slice(&d);
             }
         }
@@ -238,12 +257,13 @@ impl<'c> Lowering<'c, '_> {
         llvm(self.b.build_int_add(desc, add, ""))
     }
 
-    /// One `wgmma.mma_async.m64nNk16` accumulating into `acc` (tied: the same registers).
+    /// One `wgmma.mma_async.m64nNk16` accumulating into `acc` (tied: the same registers), A
+    /// read through a descriptor or from four registers.
     fn wgmma(
         &self,
         plan: &MmaPlan,
         b_mn_major: bool,
-        a: IntValue<'c>,
+        a: WgmmaA<'c>,
         b: IntValue<'c>,
         acc: &[BasicValueEnum<'c>],
     ) -> R<Vec<BasicValueEnum<'c>>> {
@@ -253,19 +273,33 @@ impl<'c> Lowering<'c, '_> {
             DType::BF16 => "bf16",
             _ => "f16",
         };
+        let mut cons: Vec<String> = vec!["=f".into(); per];
+        let mut args: Vec<BasicValueEnum<'c>> = Vec::new();
+        // Operand numbers after the outputs: A (one descriptor or four registers), B, scale-d.
+        let (a_text, imm) = match a {
+            WgmmaA::Desc(d) => {
+                cons.push("l".into());
+                args.push(d.into());
+                (format!("${per}"), ", 0")
+            }
+            WgmmaA::Regs(r) => {
+                cons.extend(std::iter::repeat_n("r".to_string(), 4));
+                args.extend(r);
+                let names: Vec<String> = (per..per + 4).map(|i| format!("${i}")).collect();
+                (format!("{{{}}}", names.join(", ")), "")
+            }
+        };
+        let nb = per + args.len();
+        cons.extend(["l".into(), "r".into()]);
+        args.extend::<[BasicValueEnum<'c>; 2]>([b.into(), self.i32c(1).into()]);
         let text = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${s}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, ${a}, ${b}, p, 1, 1, 0, {t};\n}}",
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${s}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, {a_text}, ${nb}, p, 1, 1{imm}, {t};\n}}",
             n = plan.instr_n(),
             regs = regs.join(", "),
-            a = per,
-            b = per + 1,
-            s = per + 2,
+            s = nb + 1,
             t = b_mn_major as u32,
         );
-        let mut cons: Vec<String> = vec!["=f".into(); per];
-        cons.extend(["l".into(), "l".into(), "r".into()]);
         cons.extend((0..per).map(|i| i.to_string()));
-        let mut args: Vec<BasicValueEnum<'c>> = vec![a.into(), b.into(), self.i32c(1).into()];
         args.extend_from_slice(acc);
         self.asm_values(&text, &cons.join(","), &args, per)
     }
@@ -388,6 +422,14 @@ impl<'c> Lowering<'c, '_> {
         let s = self.intr1(name, &[], &args)?.into_struct_value();
         (0..4).map(|i| llvm(self.b.build_extract_value(s, i, ""))).collect()
     }
+}
+
+/// Where a wgmma reads A from.
+enum WgmmaA<'c> {
+    /// A shared-memory descriptor.
+    Desc(IntValue<'c>),
+    /// Four 32-bit fragment registers.
+    Regs(Vec<BasicValueEnum<'c>>),
 }
 
 /// How many consecutive slots (1, 2, 4 or 8, from a multiple of it) hold consecutive elements

@@ -201,7 +201,7 @@ fn wgmma_plans() -> Vec<MmaPlan> {
     let mut v = Vec::new();
     for m in [64, 128, 256] {
         for n in [16, 32, 64, 128, 256] {
-            for k in [16, 32, 64] {
+            for k in [16, 32, 64, 128, 256] {
                 for warps in [4, 8, 16] {
                     if let Ok(p) = MmaPlan::wgmma(m, n, k, DType::BF16, DType::F32, warps) {
                         v.push(p);
@@ -222,7 +222,8 @@ fn wgmma_plans_fit_the_tile() {
         assert_eq!(p.warps(), 4 * p.warps_m * p.warps_n);
     }
     assert!(MmaPlan::wgmma(32, 64, 32, DType::BF16, DType::F32, 4).is_err());
-    assert!(MmaPlan::wgmma(64, 64, 128, DType::BF16, DType::F32, 4).is_err());
+    assert!(MmaPlan::wgmma(64, 64, 48, DType::BF16, DType::F32, 4).is_err());
+    assert!(MmaPlan::wgmma(64, 64, 96, DType::BF16, DType::F32, 4).is_err());
     assert!(MmaPlan::wgmma(64, 512, 32, DType::BF16, DType::F32, 4).is_err());
     assert!(MmaPlan::wgmma(128, 128, 32, DType::BF16, DType::F32, 2).is_err());
     let p = MmaPlan::wgmma(128, 128, 32, DType::BF16, DType::F32, 8).unwrap();
@@ -295,7 +296,7 @@ fn wgmma_descriptors_address_the_stored_operands() {
         for g in 0..p.warps_m {
             for mi in 0..p.tiles_m() {
                 for kk in 0..p.steps_k() {
-                    let start = g * a.group_step as usize + mi * a.tile_step as usize + kk * a.k_step as usize;
+                    let start = g * a.group_step as usize + mi * a.tile_step as usize + a.k_offset(kk as u32) as usize;
                     for r in 0..WGMMA_M {
                         for c in 0..MMA_K {
                             let (row, col) = (g * p.wm() + 64 * mi + r, 16 * kk + c);
@@ -312,13 +313,39 @@ fn wgmma_descriptors_address_the_stored_operands() {
             assert_eq!(b.mn_major, !bt);
             for g in 0..p.warps_n {
                 for kk in 0..p.steps_k() {
-                    let start = g * b.group_step as usize + kk * b.k_step as usize;
+                    let start = g * b.group_step as usize + b.k_offset(kk as u32) as usize;
                     for nn in 0..p.wn() {
                         for c in 0..MMA_K {
                             let (n, k) = (g * p.wn() + nn, 16 * kk + c);
                             let flat = if bt { n * p.k + k } else { k * p.n + n };
                             let want = 2 * swz.apply(flat);
                             assert_eq!(hw_address(&b, start, nn, c), want, "B (transposed {bt}) {p:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// wgmma with A from registers: in warp `w` of a warpgroup, for each m64 tile and k16 step,
+/// registers `a0..a7` of thread `l` hold row `16w + l/4 (+8 for a2, a3, a6, a7)`, column
+/// `2·(l%4) + j%2 (+8 for a4..a7)`, as the PTX ISA's table for the register A fragment.
+#[test]
+fn wgmma_a_fragment_matches_the_ptx_table() {
+    for p in wgmma_plans() {
+        let frag = p.a_fragment();
+        for w in 0..p.warps() {
+            let (g, wg) = (w / 4, w % 4);
+            let gr = (g % p.warps_m) * p.wm();
+            for l in 0..32 {
+                for kk in 0..p.steps_k() {
+                    for mi in 0..p.tiles_m() {
+                        for j in 0..8 {
+                            let row = gr + 64 * mi + 16 * wg + l / 4 + 8 * ((j / 2) % 2);
+                            let col = 16 * kk + 2 * (l % 4) + j % 2 + 8 * (j / 4);
+                            let reg = j + 8 * (mi + p.tiles_m() * kk);
+                            assert_eq!(frag.apply(reg, l, w), row * p.k + col, "{p:?} l{l} w{w} reg{reg}");
                         }
                     }
                 }

@@ -334,7 +334,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     let by_threads = t.max_threads_per_sm / threads;
     let blocks = by_regs.min(by_smem).min(by_threads).min(t.max_blocks_per_sm);
     let programs = launch.grid.iter().map(|g| *g as u64).product::<u64>();
-    let w = work(k, threads, launch);
+    let w = work(k, &plan, launch);
     // Programs spread over the SMs; each SM runs its share in waves of `resident` blocks, at a
     // rate scaled down when too few load bytes (DRAM) or warps (ALU, shared memory) are in
     // flight to hide latency.

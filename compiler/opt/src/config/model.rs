@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use tile_gir::assign::GpuPlan;
 use tile_gir::estimate;
-use tile_gir::mma::{Instr, MmaPlan};
+use tile_gir::mma::Instr;
 use tile_lang::ir::{BinaryOp, ConstValue, DType, Elem, Kernel, Op, OpKind, Region, ValueId};
 
 /// Registers every kernel needs besides its tile values: thread and block ids, the shared-memory
@@ -299,6 +299,8 @@ const UNKNOWN_TRIPS: i64 = 1;
 
 struct CostWalk<'a> {
     k: &'a Kernel,
+    /// The lowering's decisions (which dots run on which tensor-core instruction).
+    plan: &'a GpuPlan,
     threads: u32,
     max_vec: usize,
     known: HashMap<ValueId, i64>,
@@ -409,17 +411,21 @@ impl CostWalk<'_> {
                 let (a, b) = (k.ty(op.operands[0]), k.ty(op.operands[1]));
                 let (mm, kk, nn) = (a.shape[0] as f64, a.shape[1] as f64, b.shape[1] as f64);
                 let sz = bytes(op.operands[0]);
-                let acc = k.ty(op.operands[2]).dtype().unwrap_or(DType::F32);
-                let din = a.dtype().unwrap_or(DType::F32);
-                let warps = self.threads / 32;
-                match MmaPlan::new(mm as usize, nn as usize, kk as usize, din, acc, warps) {
-                    Ok(p) => {
+                match self.plan.mma(op.results[0]) {
+                    Some(p) => {
                         self.work.mma_flops += 2.0 * mm * nn * kk * m;
-                        // Operands written once; each warp reads its rows of A and columns of B.
-                        let reads = mm * kk * p.warps_n as f64 + kk * nn * p.warps_m as f64;
-                        self.work.smem_bytes += ((mm * kk + kk * nn) * sz + reads * sz) * m;
+                        // Operands written once, then each warp (mma.sync) or warpgroup (wgmma)
+                        // reads its rows of A and its columns of B; A held in registers (the
+                        // chained product's P) is neither written nor read there.
+                        let a = if self.plan.a_in_registers(k, op).is_some() {
+                            0.0
+                        } else {
+                            mm * kk * (1.0 + p.warps_n as f64)
+                        };
+                        let b = kk * nn * (1.0 + p.warps_m as f64);
+                        self.work.smem_bytes += (a + b) * sz * m;
                     }
-                    Err(_) => {
+                    None => {
                         self.work.insts += mm * nn * kk * m;
                         // Both operands written once, then every product reads one element of each.
                         self.work.smem_bytes += ((mm * kk + kk * nn) * sz + 2.0 * mm * nn * kk * sz) * m;
@@ -478,10 +484,11 @@ impl CostWalk<'_> {
 }
 
 /// The work of one program of `k` in blocks of `threads` threads.
-pub fn work(k: &Kernel, threads: u32, launch: &Launch) -> Work {
+pub fn work(k: &Kernel, plan: &GpuPlan, launch: &Launch) -> Work {
     let mut w = CostWalk {
         k,
-        threads,
+        plan,
+        threads: plan.threads,
         max_vec: estimate::max_vec(k),
         known: launch.scalars.clone(),
         grid: launch.grid,
