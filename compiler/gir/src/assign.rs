@@ -267,17 +267,17 @@ impl GpuPlan {
         self.layout(k, op.results[0]).broadcast_from(&self.layout(k, src))
     }
 
-    /// The reduction `op` runs in its operand's layout (a non-blocked one whose bases each move
-    /// along or across the axis, never both), if it does.
+    /// The reduction `op` runs in its operand's layout (blocked or not, when its bases each move
+    /// along or across the axis, never both: in-thread folds, lane shuffles, warps through
+    /// shared memory), if it does.
     pub fn linear_reduce(&self, k: &Kernel, op: &Op) -> Option<AxisReduce> {
         let OpKind::Reduce { axis, .. } = op.kind else {
             return None;
         };
-        let l = self.layouts.get(&op.operands[0])?;
         if k.ty(op.operands[0]).shape.len() < 2 {
             return None;
         }
-        l.reduce_axis(axis)
+        self.layout(k, op.operands[0]).reduce_axis(axis)
     }
 
     fn propagate(&mut self, k: &Kernel, r: &Region) {
