@@ -6,8 +6,8 @@
 //! Each is checked with its bindings and estimated (registers per thread, shared memory,
 //! occupancy, a roofline time over the grid of the file's largest run-spec case); one over the
 //! register budget or the shared-memory limit is infeasible; the cheapest feasible one wins,
-//! ties going to fewer warps, then more stages for kernels with pipelined loops (fewer for
-//! the others, whose code stages do not change), then the earlier candidate.
+//! ties going to fewer warps, then to a wgmma kept in flight across a pipelined loop's
+//! iterations, then fewer stages, then the earlier candidate.
 //!
 //! `dtype` parameters are not tuned: the element type is part of the problem, not of the
 //! schedule. They come from the pins, else the run spec's case, else their first choice.
@@ -80,6 +80,8 @@ pub struct Estimate {
     pub smem_s: f64,
     /// Iterations a pipelined loop copies ahead (the most over its loops; 0: none).
     pub copies_ahead: u32,
+    /// Whether a pipelined loop keeps a wgmma in flight across iterations (4 stages or more).
+    pub wgmma_in_flight: bool,
     /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
     /// case specialises on).
     pub int_args: HashMap<ValueId, i64>,
@@ -356,15 +358,18 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         by_warps(t.mem_saturating_warps)
     };
     let dram_s = term(w.dram_bytes, t.dram_bytes_per_s, mem_efficiency);
-    let alu_s = term(w.insts, t.insts_per_s, by_warps(t.alu_saturating_warps)).max(term(
-        w.mma_flops,
-        t.mma_flops_per_s,
-        by_warps(t.mma_saturating_warps),
-    ));
+    // Both kinds of tensor-core instruction share the same units: their times add.
+    let tensor_s = term(w.mma_flops, t.mma_flops_per_s, by_warps(t.mma_saturating_warps))
+        + if w.wgmma_flops > 0.0 {
+            term(w.wgmma_flops, t.wgmma_flops_per_s, by_warps(t.mma_saturating_warps))
+        } else {
+            0.0
+        };
+    let alu_s = term(w.insts, t.insts_per_s, by_warps(t.alu_saturating_warps)).max(tensor_s);
     let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, by_warps(t.alu_saturating_warps));
     Estimate {
         registers: regs,
-        reg_budget: t.reg_budget(threads, w.mma_flops > 0.0),
+        reg_budget: t.reg_budget(threads, w.mma_flops + w.wgmma_flops > 0.0),
         smem_bytes: smem,
         threads,
         blocks_per_sm: blocks,
@@ -376,6 +381,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         alu_s,
         smem_s,
         copies_ahead,
+        wgmma_in_flight: plan.pipelines.values().any(|p| !p.async_dots.is_empty()),
         int_args: launch.scalars.clone(),
     }
 }
@@ -551,8 +557,9 @@ pub fn choose_on(
         });
     }
     // Cheapest feasible; a relative tolerance makes equal estimates ties, which go to fewer
-    // warps, then, for kernels with pipelined loops, more stages (measured faster at every
-    // depth the shared memory allows: docs/gpu.md), else fewer, then enumeration order.
+    // warps, then to a wgmma kept in flight across iterations (matmul: 596 against 564
+    // TFLOP/s), then fewer stages (attention: 2 stages measured faster than 3), then
+    // enumeration order (docs/gpu.md).
     let mut best: Option<usize> = None;
     for (i, c) in cands.iter().enumerate() {
         if !c.feasible() {
@@ -564,11 +571,7 @@ pub fn choose_on(
                 let (x, y) = (c.estimate.as_ref().unwrap(), cands[b].estimate.as_ref().unwrap());
                 let key = |c: &Candidate| {
                     let e = c.estimate.as_ref().unwrap();
-                    let stages = c.config.num_stages;
-                    (
-                        c.config.num_warps,
-                        if e.copies_ahead > 0 { u32::MAX - stages } else { stages },
-                    )
+                    (c.config.num_warps, !e.wgmma_in_flight, c.config.num_stages)
                 };
                 if x.time_s < y.time_s * (1.0 - 1e-9) {
                     true

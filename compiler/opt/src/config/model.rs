@@ -276,8 +276,10 @@ pub struct Work {
     pub insts: f64,
     /// Bytes written to and read from shared memory.
     pub smem_bytes: f64,
-    /// Flops of dots that run on tensor cores.
+    /// Flops of dots that run on tensor cores with `mma.sync`.
     pub mma_flops: f64,
+    /// Flops of dots that run on tensor cores with `wgmma`.
+    pub wgmma_flops: f64,
     /// The most global-load bytes one program issues in one straight stretch of code (the body,
     /// or one iteration of a loop): what it can have in flight at once.
     pub burst_bytes: f64,
@@ -344,9 +346,10 @@ impl CostWalk<'_> {
             OpKind::Const(ConstValue::Bool(b)) => {
                 self.known.insert(op.results[0], *b as i64);
             }
-            // A representative program: the first.
-            OpKind::ProgramId(_) => {
-                self.known.insert(op.results[0], 0);
+            // A representative program: the middle one (a causal loop bounded by the program's
+            // own rows then runs half the blocks, its average; the first program would run one).
+            OpKind::ProgramId(a) => {
+                self.known.insert(op.results[0], (self.grid[*a as usize] / 2) as i64);
             }
             OpKind::NumPrograms(a) => {
                 self.known.insert(op.results[0], self.grid[*a as usize] as i64);
@@ -413,7 +416,10 @@ impl CostWalk<'_> {
                 let sz = bytes(op.operands[0]);
                 match self.plan.mma(op.results[0]) {
                     Some(p) => {
-                        self.work.mma_flops += 2.0 * mm * nn * kk * m;
+                        match p.instr {
+                            Instr::MmaSync => self.work.mma_flops += 2.0 * mm * nn * kk * m,
+                            Instr::Wgmma => self.work.wgmma_flops += 2.0 * mm * nn * kk * m,
+                        }
                         // Operands written once, then each warp (mma.sync) or warpgroup (wgmma)
                         // reads its rows of A and its columns of B; A held in registers (the
                         // chained product's P) is neither written nor read there.

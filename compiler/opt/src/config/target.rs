@@ -23,8 +23,10 @@ pub struct TargetDesc {
     /// flops); a `dot` without a tensor-core plan runs at this rate.
     pub insts_per_s: f64,
     /// Flops per second of `mma.sync` (bf16/f16 into f32) over the whole GPU, for dots with a
-    /// tensor-core plan.
+    /// tensor-core plan on it.
     pub mma_flops_per_s: f64,
+    /// The same for `wgmma` (targets that have it).
+    pub wgmma_flops_per_s: f64,
     /// Resident warps per SM at which the tensor cores are kept busy (one per sub-partition).
     pub mma_saturating_warps: u32,
     /// Shared-memory bandwidth over the whole GPU; `dot` reads both operands from it.
@@ -68,7 +70,8 @@ impl TargetDesc {
             insts_per_s: 30e12,
             // tile's own pipelined matmul at 8192³ (docs/gpu.md): 398 TFLOP/s on mma.sync, 564 on
             // sm_90a's wgmma (cp.async stages, wait for each dot).
-            mma_flops_per_s: if wgmma { 560e12 } else { 400e12 },
+            mma_flops_per_s: 400e12,
+            wgmma_flops_per_s: if wgmma { 560e12 } else { 0.0 },
             mma_saturating_warps: 4,
             smem_bytes_per_s: 128.0 * 1.98e9 * 132.0,
             spill_safe_regs: 128,
