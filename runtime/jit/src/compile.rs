@@ -339,6 +339,112 @@ pub fn jit_ptx(
     Ok(build(&plan, spec, None, None)?.1.ptx)
 }
 
+/// What [`jit_snapshot`] compiles and records.
+#[derive(Clone, Debug)]
+pub struct SnapshotOptions {
+    /// The target to compile for (no GPU is needed).
+    pub target: Target,
+    /// Warps, as for a launch (`None`: the static model's choice; no tuned winner is read).
+    pub kernel: crate::KernelOptions,
+    /// What the launch's arguments are known to satisfy, as the JIT specialises them (one per
+    /// parameter, or empty: nothing assumed).
+    pub specialization: Vec<ArgSpec>,
+    /// Assemble with ptxas and record its resource report (registers, spills, its performance
+    /// notes); ptxas must then be installed (`TILE_PTXAS`, `PATH`, or tests/setup.sh's copy).
+    pub resources: bool,
+}
+
+impl SnapshotOptions {
+    /// For `target`, with the model's warps, nothing assumed of the arguments, and resources.
+    pub fn new(target: Target) -> SnapshotOptions {
+        SnapshotOptions {
+            target,
+            kernel: crate::KernelOptions::default(),
+            specialization: Vec::new(),
+            resources: true,
+        }
+    }
+}
+
+/// The text a PTX snapshot test of a user's kernel records (`insta::assert_snapshot!` on it):
+/// the configuration the JIT would launch kernel `name` of `source` with for `bindings` (the
+/// same pipeline and choices as [`jit_ptx`]), the launch's needs, ptxas's resource report when
+/// `opts.resources` asks for it, then the normalised PTX. A change to any of them shows in the
+/// snapshot's diff.
+pub fn jit_snapshot(
+    source: Source,
+    name: &str,
+    bindings: &[(&str, ConstValue)],
+    opts: &SnapshotOptions,
+) -> Result<String, JitError> {
+    use std::fmt::Write as _;
+    let ptxas = if opts.resources {
+        Some(tile_driver::find_ptxas().ok_or_else(|| {
+            JitError::Ptxas {
+                kernel: name.into(),
+                message:
+                    "not found, and the snapshot asks for its resource report: set TILE_PTXAS, put ptxas on PATH, \
+                      or set SnapshotOptions::resources to false"
+                        .into(),
+            }
+        })?)
+    } else {
+        None
+    };
+    let program = Program::load(source)?;
+    let plan = plan(
+        &program,
+        name,
+        &to_bindings(bindings),
+        opts.kernel.num_warps,
+        &opts.target,
+        None,
+    )?;
+    let copts = CompileOptions {
+        target: plan.target.clone(),
+        num_warps: plan.num_warps,
+        num_stages: plan.num_stages,
+        specialization: opts.specialization.clone(),
+    };
+    let lowered = tile_driver::lower(&plan.kernel, &copts, ptxas.as_deref()).map_err(|e| match e {
+        DriverError::Codegen(error) => JitError::Codegen {
+            kernel: name.into(),
+            error,
+        },
+        e => JitError::Ptxas {
+            kernel: name.into(),
+            message: e.to_string(),
+        },
+    })?;
+    let mut out = String::new();
+    let consts: Vec<String> = plan.kernel.consts.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    let _ = writeln!(
+        out,
+        "kernel {name} on {}: {} warps={} stages={} (arguments: {})",
+        plan.target.sm,
+        consts.join(" "),
+        plan.num_warps,
+        plan.num_stages,
+        if opts.specialization.is_empty() {
+            "nothing assumed".to_string()
+        } else {
+            spec_tags(&opts.specialization)
+        }
+    );
+    let c = &lowered.compiled;
+    let _ = writeln!(
+        out,
+        "threads per block {}, dynamic shared memory {} B",
+        c.threads_per_block, c.smem_bytes
+    );
+    if let Some((_, r)) = &lowered.cubin {
+        let _ = writeln!(out, "ptxas: {r}");
+    }
+    out.push_str("---- ptx ----\n");
+    out.push_str(&tile_driver::normalise_ptx(&c.ptx));
+    Ok(out)
+}
+
 /// `(major, minor, arch-specific)` of a target name: `sm_90a` → `(9, 0, true)`.
 fn parse_sm(sm: &str) -> Option<(i32, i32, bool)> {
     let digits = sm.strip_prefix("sm_")?;

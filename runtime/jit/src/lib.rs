@@ -72,7 +72,7 @@ pub mod tune;
 pub use args::{
     Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, plan_args, scalar_arg, signature, spec_tags,
 };
-pub use compile::{JitError, Origin, Source, jit_ptx};
+pub use compile::{JitError, Origin, SnapshotOptions, Source, jit_ptx, jit_snapshot};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
 pub use tensor::{DeviceTensor, Element};
 pub use tile_runtime::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, TimingOptions, Timings};
@@ -80,7 +80,7 @@ pub use tile_runtime::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeErr
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
 /// versions the JIT uses.
 pub use half;
-pub use tile_driver::{ArgSpec, Target};
+pub use tile_driver::{ArgSpec, Target, target};
 pub use tile_lang::ir::{ConstValue, DType, Elem};
 
 #[cfg(test)]
