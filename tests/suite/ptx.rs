@@ -505,21 +505,17 @@ fn user_ptx_snapshot_helper() {
         resources: false,
         ..opts.clone()
     };
-    let text = jit_snapshot(
-        source_again(),
-        "vector_add",
-        &[("BLOCK", ConstValue::Int(1024))],
-        &no_report,
-    )
-    .unwrap();
+    let snap = |block: i64| {
+        jit_snapshot(
+            source_again(),
+            "vector_add",
+            &[("BLOCK", ConstValue::Int(block))],
+            &no_report,
+        )
+    };
+    let text = snap(1024).unwrap();
     assert!(!text.contains("ptxas:") && text.contains("---- ptx ----"), "{text}");
-    let err = jit_snapshot(
-        source_again(),
-        "vector_add",
-        &[("BLOCK", ConstValue::Int(100))],
-        &no_report,
-    )
-    .unwrap_err();
+    let err = snap(100).unwrap_err();
     assert!(err.to_string().contains("BLOCK"), "{err}");
 }
 

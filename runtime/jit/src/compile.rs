@@ -288,23 +288,7 @@ pub(crate) fn build(
             Lookup::Corrupt(why) => report.corrupt = Some(why),
         }
     }
-    let name = &plan.kernel.name;
-    let opts = CompileOptions {
-        target: plan.target.clone(),
-        num_warps: plan.num_warps,
-        num_stages: plan.num_stages,
-        specialization: spec.to_vec(),
-    };
-    let lowered = tile_driver::lower(&plan.kernel, &opts, ptxas).map_err(|e| match e {
-        DriverError::Codegen(error) => JitError::Codegen {
-            kernel: name.clone(),
-            error,
-        },
-        e => JitError::Ptxas {
-            kernel: name.clone(),
-            message: e.to_string(),
-        },
-    })?;
+    let lowered = lower_plan(plan, spec, ptxas)?;
     let (compiled, cubin) = (lowered.compiled, lowered.cubin.map(|(c, _)| c));
     let entry = CacheEntry {
         kernel: compiled.name,
@@ -337,6 +321,27 @@ pub fn jit_ptx(
     let program = Program::load(source)?;
     let plan = plan(&program, name, &to_bindings(bindings), opts.num_warps, target, None)?;
     Ok(build(&plan, spec, None, None)?.1.ptx)
+}
+
+/// The back half for `plan` specialised as `spec` (to a cubin too when `ptxas` is given).
+fn lower_plan(plan: &Plan, spec: &[ArgSpec], ptxas: Option<&Path>) -> Result<tile_driver::Lowered, JitError> {
+    let opts = CompileOptions {
+        target: plan.target.clone(),
+        num_warps: plan.num_warps,
+        num_stages: plan.num_stages,
+        specialization: spec.to_vec(),
+    };
+    let name = &plan.kernel.name;
+    tile_driver::lower(&plan.kernel, &opts, ptxas).map_err(|e| match e {
+        DriverError::Codegen(error) => JitError::Codegen {
+            kernel: name.clone(),
+            error,
+        },
+        e => JitError::Ptxas {
+            kernel: name.clone(),
+            message: e.to_string(),
+        },
+    })
 }
 
 /// What [`jit_snapshot`] compiles and records.
@@ -400,22 +405,7 @@ pub fn jit_snapshot(
         &opts.target,
         None,
     )?;
-    let copts = CompileOptions {
-        target: plan.target.clone(),
-        num_warps: plan.num_warps,
-        num_stages: plan.num_stages,
-        specialization: opts.specialization.clone(),
-    };
-    let lowered = tile_driver::lower(&plan.kernel, &copts, ptxas.as_deref()).map_err(|e| match e {
-        DriverError::Codegen(error) => JitError::Codegen {
-            kernel: name.into(),
-            error,
-        },
-        e => JitError::Ptxas {
-            kernel: name.into(),
-            message: e.to_string(),
-        },
-    })?;
+    let lowered = lower_plan(&plan, &opts.specialization, ptxas.as_deref())?;
     let mut out = String::new();
     let consts: Vec<String> = plan.kernel.consts.iter().map(|(n, v)| format!("{n}={v}")).collect();
     let _ = writeln!(
