@@ -167,3 +167,63 @@ fn mutated_examples_never_panic_or_hang() {
         worker.join().unwrap();
     }
 }
+
+/// The fuzzer's corpus (tests/fuzz/corpus/front_end: the examples and what the front-end fuzzer
+/// kept) through the whole pipeline, as every command and the JIT run it: parse and file-level
+/// checks, the static model's configuration, check, the e-graph rewriter, and codegen to PTX for
+/// sm_90a. Errors are expected; a panic or a stage that does not finish is a bug.
+#[test]
+fn fuzz_corpus_through_the_whole_pipeline() {
+    let dir = tile_tests::root().join("tests/fuzz/corpus/front_end");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() > 100, "the corpus is in {}", dir.display());
+    let (mut compiled, mut refused) = (0usize, 0usize);
+    for path in files {
+        let Ok(text) = String::from_utf8(std::fs::read(&path).unwrap()) else {
+            continue;
+        };
+        let (tx, rx) = mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || {
+                let r = std::panic::catch_unwind(|| whole_pipeline(&text));
+                let _ = tx.send(r.ok());
+            })
+            .unwrap();
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Some((ok, bad))) => {
+                compiled += ok;
+                refused += bad;
+            }
+            Ok(None) => panic!("{} made the pipeline panic", path.display()),
+            Err(_) => panic!("{} did not finish in 60 s", path.display()),
+        }
+        worker.join().unwrap();
+    }
+    eprintln!("fuzz corpus: {compiled} kernels to PTX, {refused} refused with an error");
+    // The examples are in the corpus: some kernels must get through.
+    assert!(compiled > 10, "{compiled} kernels compiled, {refused} refused");
+}
+
+/// Every kernel of `text` to PTX; returns how many compiled and how many were refused.
+fn whole_pipeline(text: &str) -> (usize, usize) {
+    use tile_driver::{ConfigSource, OptOptions, Request, Source, Stage};
+    let Ok(src) = Source::parse("corpus.tile", text) else {
+        return (0, 1);
+    };
+    let target = tile_driver::target("sm_90a").unwrap();
+    let (mut ok, mut bad) = (0, 0);
+    for name in src.kernel_names() {
+        let req = Request {
+            config: ConfigSource::Model(None),
+            rewrite: Some(OptOptions::default()),
+            ..Request::new(name, target.clone())
+        };
+        match tile_driver::compile(&src, &req, Stage::Ptx) {
+            Ok(_) => ok += 1,
+            Err(_) => bad += 1,
+        }
+    }
+    (ok, bad)
+}
