@@ -77,6 +77,59 @@ fn verify_reports_errors_and_needs_a_backend() {
     assert_eq!(tilec(&["verify", &path("dsl-examples/vector_add.tile")]).0, 2);
 }
 
+/// A reference written as another kernel of the file: it passes when it agrees, fails when it
+/// does not, and a reference that does not fit the run spec is the case's error, named.
+#[test]
+fn verify_with_a_reference_kernel_in_the_file() {
+    let (code, out, err) = tilec(&["verify", "--interpret", &path("dsl-examples/dequant.tile")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("max rel") && !out.contains("no reference"), "{out}");
+    let dir = temp_dir("refkernel");
+    let file = dir.join("twice.tile");
+    let kernel =
+        "kernel k(x: *f32, out: *mut f32) {\n    let o = arange(0, 8);\n    store(out + o, load(x + o) * 2.0);\n}\n";
+    let write = |reference: &str, spec_args: &str| {
+        std::fs::write(
+            &file,
+            format!("{kernel}{reference}\nrun k {{ grid(1); args({spec_args}); reference(interpret: r); }}\n"),
+        )
+        .unwrap();
+        tilec(&["verify", "--interpret", file.to_str().unwrap()])
+    };
+    let args = "x: randn([8]), out: output([8])";
+    let ok = "kernel r(x: *f64, out: *mut f64) { let o = arange(0, 8); store(out + o, load(x + o) + load(x + o)); }";
+    let (code, out, err) = write(ok, args);
+    assert_eq!(code, 0, "{out}{err}");
+    let wrong = "kernel r(x: *f64, out: *mut f64) { let o = arange(0, 8); store(out + o, load(x + o) * 3.0); }";
+    let (code, out, err) = write(wrong, args);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("FAILED") && out.contains("mismatch"), "{out}");
+    let f32_buffers = "kernel r(x: *f32, out: *mut f32) { let o = arange(0, 8); store(out + o, load(x + o)); }";
+    let (code, out, _) = write(f32_buffers, args);
+    assert_eq!(code, 1);
+    assert!(out.contains("`x` must point to f64"), "{out}");
+    let other_names = "kernel r(y: *f64, out: *mut f64) { let o = arange(0, 8); store(out + o, load(y + o)); }";
+    let (code, out, _) = write(other_names, args);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("takes `y`, which the run spec's `args(..)` does not name"),
+        "{out}"
+    );
+    let (code, _, err) = write("", args);
+    assert_eq!(code, 1);
+    assert!(err.contains("no other kernel named `r` in this file"), "{err}");
+    // A built-in name that is a kernel of the file: the error says how to name the kernel.
+    std::fs::write(
+        &file,
+        format!("{kernel}{ok}\nrun k {{ grid(1); args({args}); reference(r); }}\n"),
+    )
+    .unwrap();
+    let (code, _, err) = tilec(&["verify", "--interpret", file.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`reference(interpret: r)`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn verify_without_a_reference_runs_on_the_interpreter() {
     let (code, out, err) = tilec(&["verify", "--interpret", &path("tests/gpu/no_reference.tile")]);
@@ -287,7 +340,7 @@ fn check_reports_a_run_spec_naming_an_unknown_reference() {
     std::fs::write(&f, src).unwrap();
     let (code, _, err) = tilec(&["check", f.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("no reference named `no_such_thing`"), "{err}");
+    assert!(err.contains("no built-in reference named `no_such_thing`"), "{err}");
     assert!(err.contains("k.tile:9:"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

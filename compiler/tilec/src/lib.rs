@@ -416,22 +416,38 @@ pub fn check_source(text: &str, bindings: &Bindings) -> Checked {
                     .label("no kernel of that name"),
             );
         }
-        if let Some((name, span)) = &s.reference
-            && tile_examples::reference(name).is_none()
-        {
-            diags.push(
-                Diagnostic::error(*span, format!("no reference named `{name}`"))
+        match &s.reference {
+            Some(r) if r.kernel && (!names.contains(&r.name) || r.name == s.kernel) => {
+                diags.push(
+                    Diagnostic::error(r.span, format!("no other kernel named `{}` in this file", r.name))
+                        .label("unknown reference kernel")
+                        .note(format!("the file's kernels: {}", names.join(", ")))
+                        .help("write the expected computation plainly as another kernel of this file"),
+                );
+            }
+            Some(r) if !r.kernel && tile_examples::reference(&r.name).is_none() => {
+                let kernel_hint = names.contains(&r.name) && r.name != s.kernel;
+                let mut d = Diagnostic::error(r.span, format!("no built-in reference named `{}`", r.name))
                     .label("unknown reference")
                     .note(format!(
-                        "known references: {}",
+                        "built-in references: {}",
                         tile_examples::REFERENCES
                             .iter()
                             .map(|r| r.0)
                             .collect::<Vec<_>>()
                             .join(", ")
+                    ));
+                d = if kernel_hint {
+                    d.help(format!(
+                        "to compare with the kernel `{0}` of this file: `reference(interpret: {0})`",
+                        r.name
                     ))
-                    .help("leave `reference(..)` out to compare the GPU with the interpreter only"),
-            );
+                } else {
+                    d.help("`reference(interpret: NAME)` names a kernel of this file; leave `reference(..)` out to compare the GPU with the interpreter only")
+                };
+                diags.push(d);
+            }
+            _ => {}
         }
     }
     Checked {
@@ -798,10 +814,13 @@ pub fn verify(
     let mut results = Vec::new();
     for s in &c.specs {
         // check_source reported unknown references.
-        let reference = s
-            .reference
-            .as_ref()
-            .and_then(|(name, _)| tile_examples::reference(name));
+        let reference = s.reference.as_ref().and_then(|r| {
+            if r.kernel {
+                Some(Reference::Kernel(r.name.clone()))
+            } else {
+                tile_examples::reference(&r.name).map(Reference::Rust)
+            }
+        });
         for (i, case) in spec::cases(s).map_err(|d| vec![d])?.iter().enumerate() {
             let started = Instant::now();
             let mut r = CaseResult {
@@ -813,7 +832,7 @@ pub fn verify(
                 printed: vec![],
                 has_reference: reference.is_some(),
             };
-            match run_case(&src, s, case, seed(&s.kernel, i), reference, (gpu, rewrite)) {
+            match run_case(&src, s, case, seed(&s.kernel, i), reference.as_ref(), (gpu, rewrite)) {
                 Ok((c, printed)) => {
                     r.comparisons = c;
                     r.printed = printed;
@@ -829,12 +848,20 @@ pub fn verify(
 
 type CaseOutcome = (Vec<spec::Comparison>, Vec<String>);
 
+/// Where a run spec's expected values come from.
+enum Reference {
+    /// A function compiled into tilec (dsl-examples/src/lib.rs).
+    Rust(spec::Reference),
+    /// Another kernel of the same file, run by the interpreter in f64.
+    Kernel(String),
+}
+
 fn run_case(
     src: &tile_driver::Source,
     s: &RunSpec,
     case: &Case,
     seed: u64,
-    reference: Option<spec::Reference>,
+    reference: Option<&Reference>,
     (gpu, rewrite): (Option<&GpuBackend>, Option<&tile_opt::egraph::OptOptions>),
 ) -> Result<CaseOutcome, String> {
     let render = |d: Vec<Diagnostic>| diag::render("spec", &src.text, &d);
@@ -858,7 +885,8 @@ fn run_case(
     // A reference reads the sizes, constants and buffers it expects by name; a run spec that names
     // them otherwise makes it panic. That is the run spec's mistake, reported as the case's error.
     let expected = match reference {
-        Some(r) => Some(
+        Some(Reference::Kernel(name)) => Some(spec::run_reference_kernel(&src.text, &src.ast, name, &p)?),
+        Some(Reference::Rust(r)) => Some(
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r(&p.reference_input))).map_err(|e| {
                 let why = e
                     .downcast_ref::<String>()

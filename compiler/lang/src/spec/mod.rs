@@ -21,6 +21,15 @@ use crate::diag::{Diagnostic, Span};
 use crate::ir::{ConstValue, DType};
 use crate::syntax::ast::{self, Arg, BinOp, Expr, ExprKind, Stmt, UnOp};
 
+/// The `reference(..)` of a run spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceName {
+    pub name: String,
+    pub span: Span,
+    /// `reference(interpret: name)`: a kernel of the same file; else a built-in reference.
+    pub kernel: bool,
+}
+
 /// A parsed run spec.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
@@ -33,7 +42,9 @@ pub struct RunSpec {
     pub flops: Option<Expr>,
     pub grid: Vec<Expr>,
     pub args: Vec<(String, ArgSpec, Span)>,
-    pub reference: Option<(String, Span)>,
+    /// What outputs are compared with: `reference(name)`, a built-in (plain Rust) reference;
+    /// `reference(interpret: name)`, another kernel of the file run by the interpreter in f64.
+    pub reference: Option<ReferenceName>,
     pub tolerance: Option<(f64, f64)>,
     pub span: Span,
 }
@@ -238,23 +249,42 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                     spec.args.push((name, arg_spec(&a.value)?, a.value.span));
                 }
             }
-            "reference" => match args.as_slice() {
-                [
-                    Arg {
-                        name: None,
-                        value:
-                            Expr {
-                                kind: ExprKind::Name(n),
-                                span,
-                            },
-                    },
-                ] => spec.reference = Some((n.clone(), *span)),
-                _ => {
-                    return Err(
-                        bad(e.span, "`reference` names one reference function").label("e.g. `reference(softmax)`")
-                    );
-                }
-            },
+            "reference" => {
+                let (kernel, n, span) = match args.as_slice() {
+                    [
+                        Arg {
+                            name: None,
+                            value:
+                                Expr {
+                                    kind: ExprKind::Name(n),
+                                    span,
+                                },
+                        },
+                    ] => (false, n, span),
+                    [
+                        Arg {
+                            name: Some(k),
+                            value:
+                                Expr {
+                                    kind: ExprKind::Name(n),
+                                    span,
+                                },
+                        },
+                    ] if k.name == "interpret" => (true, n, span),
+                    _ => {
+                        return Err(bad(
+                            e.span,
+                            "`reference` names one built-in reference or one kernel of the file",
+                        )
+                        .label("e.g. `reference(softmax)` or `reference(interpret: softmax_ref)`"));
+                    }
+                };
+                spec.reference = Some(ReferenceName {
+                    name: n.clone(),
+                    span: *span,
+                    kernel,
+                });
+            }
             "tolerance" => {
                 let (mut rtol, mut atol) = (None, None);
                 for a in args {

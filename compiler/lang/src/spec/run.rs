@@ -590,3 +590,77 @@ mod tests {
         assert_eq!((c.len, c.expected_len, c.first_bad), (2, 1, None));
     }
 }
+
+/// The expected outputs from a reference written in the language: kernel `name` of the same
+/// file, checked with the compile-time values of the kernel under test for the constants it
+/// declares (its `dtype` constants bound to f64) and run by the interpreter on the case's grid, with the case's
+/// arguments by name — float buffers as f64 (their values already rounded to the dtype the
+/// kernel under test sees), other buffers and scalars in their own types. Its pointer parameters
+/// must say so (`*f64` or a `dtype` constant for float buffers). Its outputs of the names the
+/// kernel under test writes are the expected values.
+pub fn run_reference_kernel(
+    text: &str,
+    file: &crate::syntax::ast::File,
+    name: &str,
+    p: &Prepared,
+) -> Result<BTreeMap<String, Vec<f64>>, String> {
+    use crate::syntax::ast::TypeExpr;
+    let def = crate::check::find_kernel(file, name).ok_or_else(|| format!("no kernel named `{name}`"))?;
+    let mut bindings: crate::check::Bindings = Vec::new();
+    for c in &def.consts {
+        let is_dtype = matches!(&c.ty, TypeExpr::Named(t) if t.name == "dtype");
+        if is_dtype {
+            bindings.push((c.name.name.clone(), ConstValue::DType(DType::F64)));
+        } else if let Some(v) = p.reference_input.consts.get(&c.name.name) {
+            bindings.push((c.name.name.clone(), *v));
+        }
+    }
+    let kernel = crate::check::check_kernel(text, file, name, &bindings).map_err(|d| {
+        let msgs: Vec<String> = d.iter().map(|d| d.message.clone()).collect();
+        format!("reference kernel `{name}` does not check: {}", msgs.join("; "))
+    })?;
+    let (mut args, mut buffers) = (Vec::new(), Vec::new());
+    for param in &kernel.params {
+        let given = p.reference_input.args.get(&param.name).ok_or_else(|| {
+            format!(
+                "reference kernel `{name}` takes `{}`, which the run spec's `args(..)` does not name",
+                param.name
+            )
+        })?;
+        match (given, param.elem) {
+            (RefArg::Buffer { data, dtype, .. }, Elem::Ptr { pointee, .. }) => {
+                let want = if dtype.is_float() { DType::F64 } else { *dtype };
+                if pointee != want {
+                    return Err(format!(
+                        "reference kernel `{name}`: `{}` must point to {want} (the case's buffer holds {dtype}; a reference computes float values in f64), not {pointee}",
+                        param.name
+                    ));
+                }
+                let values = data
+                    .iter()
+                    .map(|v| scalar::cast(DType::F64, want, Scalar::F(*v), false))
+                    .collect();
+                args.push(Arg::Buffer(buffers.len()));
+                buffers.push(Buffer::new(param.name.clone(), want, values));
+            }
+            (RefArg::Scalar(v), Elem::Scalar(d)) => {
+                args.push(Arg::Scalar(scalar::cast(DType::F64, d, Scalar::F(*v), false)))
+            }
+            _ => {
+                return Err(format!(
+                    "reference kernel `{name}`: `{}` is a buffer in one kernel and a scalar in the other",
+                    param.name
+                ));
+            }
+        }
+    }
+    crate::interp::run(&kernel, p.grid, &args, &mut buffers).map_err(|e| format!("reference kernel `{name}`: {e}"))?;
+    let mut out = BTreeMap::new();
+    for (output, _) in &p.outputs {
+        let b = buffers.iter().find(|b| b.name == *output).ok_or_else(|| {
+            format!("reference kernel `{name}` has no parameter `{output}` to give its expected values")
+        })?;
+        out.insert(output.clone(), b.to_f64());
+    }
+    Ok(out)
+}
