@@ -219,3 +219,84 @@ fn conversions_round_once_near_a_midpoint() {
     assert_eq!(b[0].to_f64(), vec![v as f32 as f64]);
     assert_ne!(b[0].to_f64(), vec![(v as f64) as f32 as f64]);
 }
+
+/// Philox4x32-10, written independently of the compiler's expansion: the test's reference.
+fn philox4x32_10(ctr: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+    let (mut c, mut k) = (ctr, key);
+    for round in 0..10 {
+        if round > 0 {
+            k[0] = k[0].wrapping_add(0x9E37_79B9);
+            k[1] = k[1].wrapping_add(0xBB67_AE85);
+        }
+        let p0 = 0xD251_1F53u64 * c[0] as u64;
+        let p1 = 0xCD9E_8D57u64 * c[2] as u64;
+        c = [
+            (p1 >> 32) as u32 ^ c[1] ^ k[0],
+            p1 as u32,
+            (p0 >> 32) as u32 ^ c[3] ^ k[1],
+            p0 as u32,
+        ];
+    }
+    c
+}
+
+/// The reference against the known-answer vectors of Random123 (kat_vectors, philox4x32 10).
+#[test]
+fn philox_reference_matches_the_known_answers() {
+    assert_eq!(
+        philox4x32_10([0; 4], [0; 2]),
+        [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]
+    );
+    assert_eq!(
+        philox4x32_10([u32::MAX; 4], [u32::MAX; 2]),
+        [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]
+    );
+    assert_eq!(
+        philox4x32_10(
+            [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
+            [0xa409_3822, 0x299f_31d0]
+        ),
+        [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1]
+    );
+}
+
+/// `randint(seed, offset, word)` is word `word` of Philox4x32-10 with key = the seed's two halves
+/// and counter = (the offset's two halves, 0, 0); `rand` is its top 24 bits times 2^-24.
+#[test]
+fn randint_and_rand_are_philox() {
+    let src = "kernel k(ints: *mut u32, floats: *mut f32, seed: i64, base: i64) {\n    let o = arange(0, 64);\n    let offs = base + o.to(i64);\n    store(ints + o, randint(seed, offs));\n    store(ints + 64 + o, randint(seed, offs, 1));\n    store(ints + 128 + o, randint(seed, offs, 2));\n    store(ints + 192 + o, randint(seed, offs, 3));\n    store(floats + o, rand(seed, offs));\n}\n";
+    for (seed, base) in [
+        (0i64, 0i64),
+        (42, 1000),
+        (-1, (1i64 << 32) - 5),
+        (0x1234_5678_9abc_def0, 7),
+    ] {
+        let b = run(
+            src,
+            [1, 1, 1],
+            &[
+                Arg::Buffer(0),
+                Arg::Buffer(1),
+                Arg::Scalar(Scalar::I(seed)),
+                Arg::Scalar(Scalar::I(base)),
+            ],
+            vec![
+                Buffer::from_f64("ints", DType::U32, &[0.0; 256]),
+                f32s("floats", &[0.0; 64]),
+            ],
+        )
+        .unwrap();
+        let (ints, floats) = (b[0].to_f64(), b[1].to_f64());
+        let key = [seed as u64 as u32, (seed as u64 >> 32) as u32];
+        for i in 0..64 {
+            let off = (base + i as i64) as u64;
+            let want = philox4x32_10([off as u32, (off >> 32) as u32, 0, 0], key);
+            for w in 0..4 {
+                assert_eq!(ints[64 * w + i], want[w] as f64, "seed {seed} offset {off} word {w}");
+            }
+            let u = (want[0] >> 8) as f64 / (1u64 << 24) as f64;
+            assert_eq!(floats[i], u, "rand: seed {seed} offset {off}");
+            assert!((0.0..1.0).contains(&floats[i]));
+        }
+    }
+}

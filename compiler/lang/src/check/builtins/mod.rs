@@ -11,6 +11,7 @@ mod dot;
 mod inline;
 mod math;
 mod memory;
+mod random;
 mod reduce;
 mod shape;
 
@@ -116,6 +117,8 @@ const BUILTINS: &[Builtin] = &[
     Builtin::new("atomic_xor", &["ptr", "value", "mask"], 2, memory::atomic_rmw),
     Builtin::new("atomic_xchg", &["ptr", "value", "mask"], 2, memory::atomic_rmw),
     Builtin::new("atomic_cas", &["ptr", "cmp", "value", "mask"], 3, memory::atomic_cas),
+    Builtin::new("randint", &["seed", "offset", "word"], 2, random::randint),
+    Builtin::new("rand", &["seed", "offset"], 2, random::rand),
     Builtin::new("multiple_of", &["x", "n"], 2, memory::hint),
     Builtin::new("max_contiguous", &["x", "n"], 2, memory::hint),
     Builtin::new("static_assert", &["cond", "msg"], 1, debug::static_assert),
