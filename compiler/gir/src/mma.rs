@@ -99,6 +99,15 @@ impl WgmmaOperand {
     }
 }
 
+/// Tensor cores take bf16 or f16 inputs into an f32 accumulator.
+fn tensor_core_dtypes(input: DType, acc: DType) -> Result<(), NoMma> {
+    if matches!(input, DType::BF16 | DType::F16) && acc == DType::F32 {
+        Ok(())
+    } else {
+        Err(NoMma::Dtypes { input, acc })
+    }
+}
+
 /// Swizzle mode of rows of `bytes` bytes (32, 64 or 128).
 fn swizzle_mode(bytes: usize) -> Option<u64> {
     match bytes {
@@ -160,9 +169,7 @@ impl MmaPlan {
         warps: u32,
         rows_per_warp: bool,
     ) -> Result<MmaPlan, NoMma> {
-        if !matches!(input, DType::BF16 | DType::F16) || acc != DType::F32 {
-            return Err(NoMma::Dtypes { input, acc });
-        }
+        tensor_core_dtypes(input, acc)?;
         let shape_err = NoMma::Shape { m, n, k, warps };
         if k < MMA_K || m < 16 || n < 16 {
             return Err(shape_err);
@@ -222,9 +229,7 @@ impl MmaPlan {
         warps: u32,
         rows_per_group: bool,
     ) -> Result<MmaPlan, NoMma> {
-        if !matches!(input, DType::BF16 | DType::F16) || acc != DType::F32 {
-            return Err(NoMma::Dtypes { input, acc });
-        }
+        tensor_core_dtypes(input, acc)?;
         let no = |why: String| Err(NoMma::Wgmma(why));
         if warps % 4 != 0 {
             return no(format!("{warps} warps are not whole warpgroups of 4"));
