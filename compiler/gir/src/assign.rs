@@ -401,17 +401,18 @@ impl GpuPlan {
                     };
                     let _ = writeln!(
                         s,
-                        "  dot %{}: {instr} {}x{} ({unit} block {}x{}), {} {count}, A smem [{}, {}] swizzle {}/{}, B{} smem [{}, {}{}] swizzle {}/{}, {} B",
+                        "  dot %{}: {instr} {}x{} ({unit} block {}x{}), {} {count}, A {}, B{} smem [{}, {}{}] swizzle {}/{}, {} B",
                         v.0,
                         p.warps_m,
                         p.warps_n,
                         p.wm(),
                         p.wn(),
                         p.mma_count(),
-                        a.rows,
-                        a.cols,
-                        a.per_phase,
-                        a.max_phase,
+                        // A read from registers (attention's P) never goes to shared memory.
+                        match self.defs.get(v).and_then(|op| self.a_in_registers(k, op)) {
+                            Some(_) => "in registers".to_string(),
+                            None => format!("smem [{}, {}] swizzle {}/{}", a.rows, a.cols, a.per_phase, a.max_phase),
+                        },
                         if self.transposed_b.contains_key(v) {
                             " (transposed)"
                         } else {
