@@ -496,3 +496,87 @@ fn a_reference_that_does_not_match_its_run_spec_fails_the_case_without_a_crash()
     assert!(out.contains("the reference does not match this run spec"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tilec run`: inputs from NumPy files (f32 and f64 into an f32 buffer), outputs written as
+/// `.npy` and read back; a wrong file is an error that says what would fit.
+#[test]
+fn run_reads_and_writes_npy_files() {
+    use npyz::WriterBuilder;
+    let dir = temp_dir("run-npy");
+    let write = |name: &str, shape: &[u64], values: &[f64], as_f32: bool| {
+        let path = dir.join(name);
+        let mut f = std::fs::File::create(&path).unwrap();
+        if as_f32 {
+            let mut w = npyz::WriteOptions::new()
+                .default_dtype()
+                .shape(shape)
+                .writer(&mut f)
+                .begin_nd()
+                .unwrap();
+            for v in values {
+                w.push(&(*v as f32)).unwrap();
+            }
+            w.finish().unwrap();
+        } else {
+            let mut w = npyz::WriteOptions::new()
+                .default_dtype()
+                .shape(shape)
+                .writer(&mut f)
+                .begin_nd()
+                .unwrap();
+            for v in values {
+                w.push(v).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        path
+    };
+    let x: Vec<f64> = (0..1000).map(|i| i as f64 * 0.5).collect();
+    let xp = write("x.npy", &[1000], &x, true);
+    let yp = write("y.npy", &[1000], &vec![1.0; 1000], false);
+    let save = dir.join("out");
+    let (code, out, err) = tilec(&[
+        "run",
+        &path("dsl-examples/vector_add.tile"),
+        "--interpret",
+        "--case",
+        "1",
+        "--input",
+        &format!("x={}", xp.display()),
+        "--input",
+        &format!("y={}", yp.display()),
+        "--save",
+        save.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("out: f32 [1000] ->"), "{out}");
+    let bytes = std::fs::read(save.join("out.npy")).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    assert_eq!(npy.shape(), &[1000]);
+    let got: Vec<f32> = npy.into_vec().unwrap();
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(*g as f64, x[i] + 1.0, "out[{i}]");
+    }
+    // The wrong number of elements, and floats for an integer buffer.
+    let (code, _, err) = tilec(&[
+        "run",
+        &path("dsl-examples/vector_add.tile"),
+        "--interpret",
+        "--input",
+        &format!("x={}", xp.display()),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("holds 1000 elements; the case's `x` has 1"), "{err}");
+    let (code, _, err) = tilec(&[
+        "run",
+        &path("dsl-examples/histogram.tile"),
+        "--interpret",
+        "--case",
+        "1",
+        "--input",
+        &format!("x={}", xp.display()),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("which a i32 buffer does not take"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

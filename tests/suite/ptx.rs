@@ -477,7 +477,7 @@ fn ptxas_report_keeps_performance_notes() {
     assert!(r.to_string().ends_with("pipeline stage"), "{r}");
 }
 
-/// The snapshot helper as a user's own test would call it (docs/checking.md shows this code):
+/// The snapshot helper as a user's own test would call it (docs/language.md 13.2 shows this code):
 /// the JIT's choices for a kernel and its bindings, specialised as a launch with aligned
 /// buffers and a length divisible by 16, the ptxas report and the PTX, recorded with insta.
 #[test]

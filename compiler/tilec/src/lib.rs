@@ -18,6 +18,7 @@ use tile_lang::spec::{self, Case, RunSpec};
 use tile_lang::syntax;
 
 mod explain;
+mod run;
 mod tune;
 
 #[derive(Parser, Debug)]
@@ -94,6 +95,31 @@ enum Command {
         sm: String,
         #[command(flatten)]
         opt: OptArgs,
+    },
+    /// Run one case of a kernel's run spec on the GPU (or with `--interpret` on the interpreter),
+    /// with buffer arguments from NumPy `.npy` files instead of their generators, and write every
+    /// output to `DIR/NAME.npy`.
+    Run {
+        file: PathBuf,
+        /// The kernel whose run spec to use (default: the file's first run spec).
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Which case of the run spec, as `tilec verify` lists them (0-based).
+        #[arg(long, default_value_t = 0)]
+        case: usize,
+        /// `NAME=FILE.npy`: buffer argument NAME from a NumPy file (same number of elements;
+        /// floats into float buffers, integers into integer buffers). Repeatable.
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Write every output to DIR/NAME.npy (f16 and bf16 as f32, exactly).
+        #[arg(long, value_name = "DIR")]
+        save: Option<PathBuf>,
+        /// Run on the reference interpreter (the CPU) instead of the GPU.
+        #[arg(long)]
+        interpret: bool,
+        /// GPU target to compile for: 80, 89, 90 or 90a.
+        #[arg(long, default_value = "90a")]
+        sm: String,
     },
     /// Time each run spec's `bench(..)` cases on the GPU (CUDA events, L2 flushed between runs).
     Bench {
@@ -268,6 +294,27 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             files.extend(more);
             cmd_verify(&files, (interpret, opt.options()), &sm, out, err)
         }),
+        Command::Run {
+            file,
+            kernel,
+            case,
+            inputs,
+            save,
+            interpret,
+            sm,
+        } => cmd_run(
+            &file,
+            run::RunOptions {
+                kernel,
+                case,
+                inputs: Vec::new(),
+                save,
+            },
+            &inputs,
+            (interpret, &sm),
+            out,
+            err,
+        ),
         Command::Bench {
             mut files,
             all,
@@ -1045,6 +1092,49 @@ fn from_bytes(name: &str, d: DType, bytes: &[u8]) -> interp::Buffer {
         tile_lang::ir::scalar::from_bits(d, u64::from_le_bytes(x))
     });
     interp::Buffer::new(name, d, data.collect())
+}
+
+fn cmd_run(
+    file: &Path,
+    mut opts: run::RunOptions,
+    inputs: &[String],
+    (interpret, sm): (bool, &str),
+    out: &mut dyn Write,
+    err: &mut dyn WriteColor,
+) -> anyhow::Result<i32> {
+    for i in inputs {
+        let Some((name, path)) = i.split_once('=') else {
+            writeln!(err, "error: --input {i}: expected NAME=FILE.npy")?;
+            return Ok(2);
+        };
+        opts.inputs.push((name.to_string(), PathBuf::from(path)));
+    }
+    if let Some(dir) = &opts.save {
+        std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    }
+    let src = read(file)?;
+    let backend = if interpret { None } else { Some(gpu_backend(sm, out)?) };
+    match run::run_file(&src.text, &opts, backend.as_ref()) {
+        Err(e) => {
+            writeln!(err, "error: {}: {e}", src.name)?;
+            Ok(1)
+        }
+        Ok(outputs) => {
+            let on = if interpret { "the interpreter" } else { "the GPU" };
+            writeln!(out, "{}: case {} on {on}", src.name, opts.case)?;
+            for (name, dtype, shape, _) in &outputs {
+                match &opts.save {
+                    Some(dir) => writeln!(
+                        out,
+                        "  {name}: {dtype} {shape:?} -> {}",
+                        dir.join(format!("{name}.npy")).display()
+                    )?,
+                    None => writeln!(out, "  {name}: {dtype} {shape:?} (not saved: pass --save DIR)")?,
+                }
+            }
+            Ok(0)
+        }
+    }
 }
 
 fn cmd_verify(
