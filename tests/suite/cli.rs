@@ -503,37 +503,23 @@ fn a_reference_that_does_not_match_its_run_spec_fails_the_case_without_a_crash()
 fn run_reads_and_writes_npy_files() {
     use npyz::WriterBuilder;
     let dir = temp_dir("run-npy");
-    let write = |name: &str, shape: &[u64], values: &[f64], as_f32: bool| {
-        let path = dir.join(name);
-        let mut f = std::fs::File::create(&path).unwrap();
-        if as_f32 {
-            let mut w = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(shape)
-                .writer(&mut f)
-                .begin_nd()
-                .unwrap();
-            for v in values {
-                w.push(&(*v as f32)).unwrap();
-            }
-            w.finish().unwrap();
-        } else {
-            let mut w = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(shape)
-                .writer(&mut f)
-                .begin_nd()
-                .unwrap();
-            for v in values {
-                w.push(v).unwrap();
-            }
-            w.finish().unwrap();
+    fn write<T: npyz::AutoSerialize>(path: &std::path::Path, shape: &[u64], values: &[T]) {
+        let mut f = std::fs::File::create(path).unwrap();
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(shape)
+            .writer(&mut f)
+            .begin_nd()
+            .unwrap();
+        for v in values {
+            w.push(v).unwrap();
         }
-        path
-    };
+        w.finish().unwrap();
+    }
     let x: Vec<f64> = (0..1000).map(|i| i as f64 * 0.5).collect();
-    let xp = write("x.npy", &[1000], &x, true);
-    let yp = write("y.npy", &[1000], &vec![1.0; 1000], false);
+    let (xp, yp) = (dir.join("x.npy"), dir.join("y.npy"));
+    write(&xp, &[1000], &x.iter().map(|v| *v as f32).collect::<Vec<f32>>());
+    write(&yp, &[1000], &vec![1.0f64; 1000]);
     let save = dir.join("out");
     let (code, out, err) = tilec(&[
         "run",

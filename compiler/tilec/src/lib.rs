@@ -895,6 +895,30 @@ pub fn verify(
 
 type CaseOutcome = (Vec<spec::Comparison>, Vec<String>);
 
+/// The front half of the pipeline for one run-spec case: the case's values pinned, the rest the
+/// kernel's defaults (what the run spec says is what is run), rewritten when asked.
+fn case_kernel(
+    src: &tile_driver::Source,
+    s: &RunSpec,
+    case: &Case,
+    gpu: Option<&GpuBackend>,
+    rewrite: Option<&tile_opt::egraph::OptOptions>,
+) -> Result<tile_driver::Compilation, String> {
+    let target = gpu.map_or_else(
+        || tile_driver::target("sm_90a").expect("a known target"),
+        |g| g.target.clone(),
+    );
+    let req = tile_driver::Request {
+        pins: tile_driver::Pins {
+            consts: case.consts.clone(),
+            ..Default::default()
+        },
+        rewrite: rewrite.cloned(),
+        ..tile_driver::Request::new(&s.kernel, target)
+    };
+    tile_driver::compile(src, &req, tile_driver::Stage::Rewrite).map_err(|e| src.render(&e))
+}
+
 /// Where a run spec's expected values come from.
 enum Reference {
     /// A function compiled into tilec (dsl-examples/src/lib.rs).
@@ -912,21 +936,7 @@ fn run_case(
     (gpu, rewrite): (Option<&GpuBackend>, Option<&tile_opt::egraph::OptOptions>),
 ) -> Result<CaseOutcome, String> {
     let render = |d: Vec<Diagnostic>| diag::render("spec", &src.text, &d);
-    // The front half of the pipeline: the case's values pinned, the rest the kernel's defaults
-    // (what the run spec says is what is verified), rewritten when asked.
-    let target = gpu.map_or_else(
-        || tile_driver::target("sm_90a").expect("a known target"),
-        |g| g.target.clone(),
-    );
-    let req = tile_driver::Request {
-        pins: tile_driver::Pins {
-            consts: case.consts.clone(),
-            ..Default::default()
-        },
-        rewrite: rewrite.cloned(),
-        ..tile_driver::Request::new(&s.kernel, target)
-    };
-    let compiled = tile_driver::compile(src, &req, tile_driver::Stage::Rewrite).map_err(|e| src.render(&e))?;
+    let compiled = case_kernel(src, s, case, gpu, rewrite)?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed).map_err(|d| render(vec![d]))?;
     // A reference reads the sizes, constants and buffers it expects by name; a run spec that names

@@ -9,7 +9,7 @@ use tile_lang::interp::{self, Arg, Buffer};
 use tile_lang::ir::{DType, Scalar, scalar};
 use tile_lang::spec::{self, RefArg};
 
-use crate::{GpuBackend, check_source, run_on_gpu, seed};
+use crate::{GpuBackend, case_kernel, check_source, run_on_gpu, seed};
 
 /// What `tilec run` runs and where its outputs go.
 pub struct RunOptions {
@@ -58,18 +58,7 @@ pub fn run_file(
         ast,
         parse_time: Default::default(),
     };
-    let target = gpu.map_or_else(
-        || tile_driver::target("sm_90a").expect("a known target"),
-        |g| g.target.clone(),
-    );
-    let req = tile_driver::Request {
-        pins: tile_driver::Pins {
-            consts: case.consts.clone(),
-            ..Default::default()
-        },
-        ..tile_driver::Request::new(&s.kernel, target)
-    };
-    let compiled = tile_driver::compile(&src, &req, tile_driver::Stage::Ir).map_err(|e| src.render(&e))?;
+    let compiled = case_kernel(&src, s, case, gpu, None)?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed(&s.kernel, opts.case))
         .map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
