@@ -519,16 +519,7 @@ fn chained_dots(k: &Kernel) -> HashSet<ValueId> {
 }
 
 fn elementwise(k: &OpKind) -> bool {
-    matches!(
-        k,
-        OpKind::Unary(_)
-            | OpKind::Binary(_)
-            | OpKind::Cmp(_)
-            | OpKind::Fma
-            | OpKind::Select
-            | OpKind::Cast(_)
-            | OpKind::Bitcast
-    )
+    k.is_elementwise()
 }
 
 fn passthrough(k: &OpKind) -> bool {

@@ -283,24 +283,18 @@ fn plan_loop(
 /// Ops the lowering may evaluate again for a later iteration: pure, without regions, touching
 /// no memory.
 fn recomputable(k: &OpKind) -> bool {
-    matches!(
-        k,
-        OpKind::Const(_)
-            | OpKind::ProgramId(_)
-            | OpKind::NumPrograms(_)
-            | OpKind::Arange { .. }
-            | OpKind::Broadcast
-            | OpKind::ExpandDims(_)
-            | OpKind::Reshape
-            | OpKind::Unary(_)
-            | OpKind::Binary(_)
-            | OpKind::Cmp(_)
-            | OpKind::Fma
-            | OpKind::Select
-            | OpKind::Cast(_)
-            | OpKind::Bitcast
-            | OpKind::PtrAdd
-            | OpKind::MultipleOf(_)
-            | OpKind::MaxContiguous(_)
-    )
+    k.is_elementwise()
+        || matches!(
+            k,
+            OpKind::Const(_)
+                | OpKind::ProgramId(_)
+                | OpKind::NumPrograms(_)
+                | OpKind::Arange { .. }
+                | OpKind::Broadcast
+                | OpKind::ExpandDims(_)
+                | OpKind::Reshape
+                | OpKind::PtrAdd
+                | OpKind::MultipleOf(_)
+                | OpKind::MaxContiguous(_)
+        )
 }

@@ -238,13 +238,6 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::ProgramId(_)
             | OpKind::NumPrograms(_)
             | OpKind::Arange { .. }
-            | OpKind::Unary(_)
-            | OpKind::Binary(_)
-            | OpKind::Cmp(_)
-            | OpKind::Fma
-            | OpKind::Select
-            | OpKind::Cast(_)
-            | OpKind::Bitcast
             | OpKind::PtrAdd
             | OpKind::Load { .. }
             | OpKind::Store { .. }
@@ -254,7 +247,7 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::Assert(_)
             | OpKind::Reduce { .. } => true,
             OpKind::Broadcast => self.k.ty(op.operands[0]).is_scalar(),
-            _ => false,
+            k => k.is_elementwise(),
         }
     }
 }

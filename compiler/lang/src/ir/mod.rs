@@ -252,6 +252,15 @@ impl Kernel {
 }
 
 impl OpKind {
+    /// Whether the op applies one function element by element to operands of one shape (the
+    /// result has their shape): arithmetic, comparisons, `fma`, `select`, casts and bitcasts.
+    /// Pointer offsets (`PtrAdd`) are elementwise too but are not listed: callers that take them
+    /// say so.
+    pub fn is_elementwise(&self) -> bool {
+        use OpKind::*;
+        matches!(self, Unary(_) | Binary(_) | Cmp(_) | Fma | Select | Cast(_) | Bitcast)
+    }
+
     /// The op's name in the text form.
     pub fn name(&self) -> &'static str {
         use OpKind::*;
