@@ -162,6 +162,14 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     if !(1..=8).contains(&opts.num_stages) {
         return Err(CodegenError::BadStages { got: opts.num_stages });
     }
+    // Block accesses through tensor descriptors become pointer arithmetic here.
+    let expanded;
+    let kernel = if tile_lang::ir::block::has_blocks(kernel) {
+        expanded = tile_lang::ir::block::expand_blocks(kernel, &Default::default());
+        &expanded
+    } else {
+        kernel
+    };
     LlvmTarget::initialize_nvptx(&InitializationConfig::default());
     let ctx = Context::create();
     let module = ctx.create_module(&kernel.name);

@@ -309,6 +309,13 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::PtrAdd => self.elementwise(op)?,
             OpKind::Load { mask, other } => self.load(op, *mask, *other)?,
             OpKind::Store { mask } => self.store(op, *mask)?,
+            OpKind::LoadBlock { .. } | OpKind::StoreBlock { .. } => {
+                return Err(CodegenError::unsupported(
+                    "a block access outside a TMA pipeline (internal: it should have been expanded)",
+                    op.kind.name(),
+                    op.loc,
+                ));
+            }
             OpKind::Atomic { op: a, mask } => self.atomic(op, Some(*a), *mask)?,
             OpKind::AtomicCas { mask } => self.atomic(op, None, *mask)?,
             OpKind::Dot(p) => self.dot(op, *p)?,

@@ -97,6 +97,7 @@ impl Cx<'_> {
             Val::Tuple(_) => "this is a tuple".into(),
             Val::List(_) => "this is a list".into(),
             Val::Func(f) => format!("this is the function `{f}`"),
+            Val::Desc(d) => format!("this is a tensor descriptor of {} blocks {:?}", d.pointee, d.block),
             Val::Unit => "this has no value".into(),
             Val::Poison => "this has an error".into(),
         }

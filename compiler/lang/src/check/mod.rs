@@ -152,9 +152,25 @@ pub(crate) enum Val {
     List(Vec<Val>),
     /// A helper function, passed as `combine:` to `reduce`/`scan`.
     Func(String),
+    /// A tensor descriptor from `make_tensor_descriptor`: it exists only in the checker, and its
+    /// loads and stores become block ops on its parts.
+    Desc(std::rc::Rc<Desc>),
     Unit,
     /// The result of an expression that already reported an error.
     Poison,
+}
+
+/// The parts of a tensor descriptor: a base pointer, the tensor's shape and strides (scalar
+/// integers of one dtype, i32 or i64), and the block shape its loads and stores move.
+#[derive(Clone, Debug)]
+pub(crate) struct Desc {
+    pub ptr: ValueId,
+    pub pointee: DType,
+    pub mutable: bool,
+    pub shape: Vec<ValueId>,
+    pub strides: Vec<ValueId>,
+    pub block: Vec<usize>,
+    pub index: DType,
 }
 
 #[derive(Clone, Debug)]
@@ -701,15 +717,7 @@ fn dce(r: &mut Region) {
         }
     }
     fn effectful(op: &Op) -> bool {
-        matches!(
-            op.kind,
-            OpKind::Store { .. }
-                | OpKind::Atomic { .. }
-                | OpKind::AtomicCas { .. }
-                | OpKind::Print(_)
-                | OpKind::Assert(_)
-                | OpKind::Yield
-        ) || op.regions.iter().any(|r| r.ops.iter().any(effectful))
+        op.kind.has_effects() || op.regions.iter().any(|r| r.ops.iter().any(effectful))
     }
     fn sweep(r: &mut Region, used: &HashSet<ValueId>) -> bool {
         let before = r.ops.len();

@@ -494,6 +494,11 @@ impl Machine<'_> {
                 self.set(res(0), t);
             }
             OpKind::Store { mask } => self.store(op, *mask)?,
+            OpKind::LoadBlock { .. } => {
+                let t = self.load_block(op)?;
+                self.set(res(0), t);
+            }
+            OpKind::StoreBlock { .. } => self.store_block(op)?,
             OpKind::Atomic { op: a, mask } => {
                 let t = self.atomic(op, Some(*a), *mask)?;
                 self.set(res(0), t);
@@ -850,6 +855,78 @@ impl Machine<'_> {
             shape: p.shape.clone(),
             data: Data::E(out),
         })
+    }
+
+    /// The pointer of each element of a block op's block (`None`: out of bounds), and its shape.
+    fn block_elements(&self, op: &Op) -> (Vec<Option<Ptr>>, Vec<usize>) {
+        let o = crate::ir::block::operands(op);
+        let int = |v: &ValueId| match self.get(*v).elems()[0] {
+            Scalar::I(i) => i,
+            _ => unreachable!("verified: integer operands"),
+        };
+        let index = self.dtype(o.shape[0]);
+        let (shape, strides, coords): (Vec<i64>, Vec<i64>, Vec<i64>) = (
+            o.shape.iter().map(int).collect(),
+            o.strides.iter().map(int).collect(),
+            o.coords.iter().map(int).collect(),
+        );
+        let Data::P(base) = &self.get(o.ptr).data else {
+            unreachable!("verified: pointer base")
+        };
+        let base = base[0];
+        let block = match o.value {
+            Some(v) => self.get(v).shape.clone(),
+            None => self.k.ty(op.results[0]).shape.clone(),
+        };
+        let n: usize = block.iter().product();
+        let ptrs = (0..n)
+            .map(|i| {
+                crate::ir::block::position(index, &shape, &strides, &coords, &unflatten(i, &block)).map(|off| Ptr {
+                    buf: base.buf,
+                    off: base.off.wrapping_add(off),
+                })
+            })
+            .collect();
+        (ptrs, block)
+    }
+
+    fn load_block(&self, op: &Op) -> Result<Tile, InterpError> {
+        let (ptrs, shape) = self.block_elements(op);
+        let d = self.k.ty(op.results[0]).dtype().unwrap();
+        let zero = if d.is_float() {
+            Scalar::F(0.0)
+        } else if d.is_bool() {
+            Scalar::B(false)
+        } else {
+            Scalar::I(0)
+        };
+        let mut out = Vec::with_capacity(ptrs.len());
+        for (i, p) in ptrs.iter().enumerate() {
+            out.push(match p {
+                None => zero,
+                Some(p) => {
+                    let (b, j) = self.locate(op, *p, i, &shape, "load")?;
+                    self.buffers[b].data[j]
+                }
+            });
+        }
+        Ok(Tile {
+            shape,
+            data: Data::E(out),
+        })
+    }
+
+    fn store_block(&mut self, op: &Op) -> Result<(), InterpError> {
+        let (ptrs, shape) = self.block_elements(op);
+        let v = crate::ir::block::operands(op).value.unwrap();
+        let vals = self.get(v).elems().to_vec();
+        for (i, p) in ptrs.iter().enumerate() {
+            if let Some(p) = p {
+                let (b, j) = self.locate(op, *p, i, &shape, "store")?;
+                self.buffers[b].data[j] = vals[i];
+            }
+        }
+        Ok(())
     }
 
     fn store(&mut self, op: &Op, mask: bool) -> Result<(), InterpError> {

@@ -7,6 +7,7 @@
 //!
 //! The text form (`Display` / [`parse_kernel`]) round-trips exactly.
 
+pub mod block;
 pub mod floats;
 mod parse;
 mod print;
@@ -198,6 +199,12 @@ pub enum OpKind {
     Load { mask: bool, other: bool },
     /// `(ptr, value[, mask]) -> ()`.
     Store { mask: bool },
+    /// `(ptr, shape[rank], strides[rank], coords[rank]) -> block`: the block of a tensor at
+    /// `coords`, zero where out of bounds (see [`block`]).
+    LoadBlock { rank: usize },
+    /// `(ptr, shape[rank], strides[rank], coords[rank], value) -> ()`: writes the in-bounds
+    /// elements of a block (see [`block`]).
+    StoreBlock { rank: usize },
     /// `(ptr, value[, mask]) -> old value`.
     Atomic { op: AtomicOp, mask: bool },
     /// `(ptr, compare, value[, mask]) -> old value`.
@@ -261,6 +268,16 @@ impl OpKind {
         matches!(self, Unary(_) | Binary(_) | Cmp(_) | Fma | Select | Cast(_) | Bitcast)
     }
 
+    /// Whether the op has an effect beyond its results (writes memory, prints, fails the launch,
+    /// ends a region): such ops are never removed as dead code.
+    pub fn has_effects(&self) -> bool {
+        use OpKind::*;
+        matches!(
+            self,
+            Store { .. } | StoreBlock { .. } | Atomic { .. } | AtomicCas { .. } | Print(_) | Assert(_) | Yield
+        )
+    }
+
     /// The op's name in the text form.
     pub fn name(&self) -> &'static str {
         use OpKind::*;
@@ -285,6 +302,8 @@ impl OpKind {
             PtrAdd => "ptr_add",
             Load { .. } => "load",
             Store { .. } => "store",
+            LoadBlock { .. } => "load_block",
+            StoreBlock { .. } => "store_block",
             Atomic { .. } => "atomic",
             AtomicCas { .. } => "atomic_cas",
             Dot(_) => "dot",

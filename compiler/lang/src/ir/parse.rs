@@ -518,6 +518,8 @@ impl P {
                 other: has("other"),
             },
             "store" => OpKind::Store { mask: has("mask") },
+            "load_block" => OpKind::LoadBlock { rank: num(0)? as usize },
+            "store_block" => OpKind::StoreBlock { rank: num(0)? as usize },
             "atomic" => OpKind::Atomic {
                 op: AtomicOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,
                 mask: has("mask"),

@@ -99,6 +99,7 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
         ProgramId(a) | NumPrograms(a) => vec![a.to_string()],
         Arange { start, end } => vec![start.to_string(), end.to_string()],
         ExpandDims(a) => vec![a.to_string()],
+        LoadBlock { rank } | StoreBlock { rank } => vec![rank.to_string()],
         Permute(p) => p.iter().map(|x| x.to_string()).collect(),
         Cast(r) => vec![r.name().to_string()],
         Load { mask, other } => [flag(*mask, "mask"), flag(*other, "other")].concat(),

@@ -354,6 +354,34 @@ impl V<'_> {
                     same(&rt[0], ot[1])?;
                 }
             }
+            LoadBlock { rank } | StoreBlock { rank } => {
+                let store = matches!(op.kind, StoreBlock { .. });
+                if *rank == 0 || *rank > 5 {
+                    return Err("block rank must be 1 to 5".into());
+                }
+                n_in(1 + 3 * rank + store as usize)?;
+                n_out(if store { 0 } else { 1 })?;
+                let Elem::Ptr { pointee, mutable } = ot[0].elem else {
+                    return Err("the base must be a pointer".into());
+                };
+                if !ot[0].is_scalar() {
+                    return Err("the base must be one pointer".into());
+                }
+                if store && !mutable {
+                    return Err("stores through a read-only pointer".into());
+                }
+                let index = ot[1].dtype().filter(|d| matches!(d, DType::I32 | DType::I64));
+                let Some(index) = index else {
+                    return Err("shape, strides and coordinates must be i32 or i64".into());
+                };
+                for t in &ot[1..1 + 3 * rank] {
+                    same(t, &Type::scalar(index))?;
+                }
+                let block = if store { ot[1 + 3 * rank] } else { &rt[0] };
+                if block.shape.len() != *rank || block.dtype() != Some(pointee) {
+                    return Err(format!("a rank-{rank} block of {pointee} cannot be {block}"));
+                }
+            }
             AtomicCas { mask } => {
                 n_in(3 + *mask as usize)?;
                 n_out(1)?;

@@ -4,9 +4,30 @@
 use super::*;
 use crate::ir::AtomicOp;
 
-/// `load(ptr, mask, other)`: reads a tile through pointers.
+/// `load(ptr, mask, other)`: reads a tile through pointers; `load(desc, coords)` reads a block
+/// through a tensor descriptor.
 pub(super) fn load(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
     let (pv, ps) = a.req(0);
+    if let Val::Desc(d) = &pv {
+        if let Some((_, s)) = a.get(2) {
+            return cx.fail(
+                Diagnostic::error(s, "a descriptor load takes no `other`")
+                    .label("out-of-bounds elements of a block always read 0"),
+            );
+        }
+        let Some(coords) = a.get(1) else {
+            return cx.fail(
+                Diagnostic::error(span, "a descriptor load needs the block's coordinates")
+                    .label("no coordinates given")
+                    .help(format!("e.g. `load(desc, [{}])`", vec!["0"; d.block.len()].join(", "))),
+            );
+        };
+        let (d, coords, index) = block_coords(cx, d, coords)?;
+        let mut ops = block_operands(cx, &d, index, ps)?;
+        ops.extend(coords);
+        let t = Type::tile(d.pointee, d.block.clone());
+        return Ok(Val::V(cx.emit1(OpKind::LoadBlock { rank: d.block.len() }, ops, t, span)?));
+    }
     let (ptr, pointee, _) = cx.ptr_arg((pv, ps), "`load`")?;
     let shape = cx.ty(ptr).shape.clone();
     let mut ops = vec![ptr];
@@ -37,9 +58,27 @@ pub(super) fn load(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> 
     )?))
 }
 
-/// `store(ptr, value, mask)`: writes a tile through mutable pointers.
+/// `store(ptr, value, mask)`: writes a tile through mutable pointers; `store(desc, coords,
+/// value)` writes a block through a tensor descriptor.
 pub(super) fn store(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
     let (pv, ps) = a.req(0);
+    if let Val::Desc(d) = &pv {
+        if !d.mutable {
+            return cx.fail(cx.readonly(d.ptr, ps, "store through"));
+        }
+        let Some(value) = a.get(2) else {
+            return cx.fail(
+                Diagnostic::error(span, "a descriptor store needs the coordinates and the value")
+                    .label("expected `store(desc, coords, value)`"),
+            );
+        };
+        let (d, coords, index) = block_coords(cx, d, a.req(1))?;
+        let mut ops = block_operands(cx, &d, index, ps)?;
+        ops.extend(coords);
+        ops.push(cx.value_for(value, d.pointee, &d.block, "the stored value")?);
+        cx.emit(OpKind::StoreBlock { rank: d.block.len() }, ops, vec![], vec![], span)?;
+        return Ok(Val::Unit);
+    }
     let (ptr, pointee, mutable) = cx.ptr_arg((pv, ps), "`store`")?;
     if !mutable {
         return cx.fail(cx.readonly(ptr, ps, "store through"));
@@ -187,4 +226,101 @@ impl Cx<'_> {
         }
         None
     }
+}
+
+/// `make_tensor_descriptor(base, shape, strides, block_shape)`: a view of the tensor at `base`
+/// whose loads and stores move whole blocks (out-of-bounds elements read 0 and are not written).
+pub(super) fn tensor_descriptor(cx: &mut Cx<'_>, _name: &str, a: Args, _span: Span) -> R<Val> {
+    let (pv, ps) = a.req(0);
+    let (ptr, pointee, mutable) = cx.ptr_arg((pv, ps), "`make_tensor_descriptor`")?;
+    if !cx.ty(ptr).is_scalar() {
+        return cx.fail(
+            Diagnostic::error(ps, "the base of a tensor descriptor is one pointer, not a tile of them")
+                .label(format!("this is {}", cx.ty(ptr)))
+                .help("pass the tensor's base pointer (a `*T` parameter) and describe the rest with shape and strides"),
+        );
+    }
+    let (bv, bs) = a.req(3);
+    let block = cx.shape_arg((bv, bs))?;
+    let rank = block.len();
+    if rank > 5 {
+        return cx.fail(
+            Diagnostic::error(bs, format!("a block has at most 5 dimensions, this one has {rank}"))
+                .label("too many dimensions"),
+        );
+    }
+    let shape = index_list(cx, a.req(1), rank, "the shape")?;
+    let strides = index_list(cx, a.req(2), rank, "the strides")?;
+    let wide = shape.iter().chain(&strides).any(|v| cx.ty(*v).dtype().is_some_and(|d| d.bits() > 32 || d == DType::U32));
+    let index = if wide { DType::I64 } else { DType::I32 };
+    let d = Desc {
+        ptr,
+        pointee,
+        mutable,
+        shape,
+        strides,
+        block,
+        index,
+    };
+    Ok(Val::Desc(std::rc::Rc::new(d)))
+}
+
+/// A list of `rank` scalar integers (literals become i32 unless they need 64 bits).
+fn index_list(cx: &mut Cx<'_>, (v, s): (Val, Span), rank: usize, what: &str) -> R<Vec<ValueId>> {
+    let items = match v {
+        Val::List(items) => items,
+        other => vec![other],
+    };
+    if items.len() != rank {
+        return cx.fail(
+            Diagnostic::error(s, format!("{what} has {} entries, the block has {rank} dimensions", items.len()))
+                .label(format!("expected {rank} entries, one per dimension")),
+        );
+    }
+    let mut out = Vec::with_capacity(rank);
+    for it in items {
+        let id = match it {
+            Val::Lit(Lit::Int(i)) => {
+                let d = if i32::try_from(i).is_ok() { DType::I32 } else { DType::I64 };
+                cx.value(Val::Lit(Lit::Int(i)), s, Some(d))?
+            }
+            Val::V(id) => id,
+            other => {
+                let l = cx.describe(&other);
+                return cx.fail(Diagnostic::error(s, format!("{what} must be integers")).label(l));
+            }
+        };
+        let t = cx.ty(id).clone();
+        if !t.is_scalar() || !t.dtype().is_some_and(|d| d.is_int()) {
+            return cx.fail(
+                Diagnostic::error(s, format!("{what} must be scalar integers"))
+                    .label(format!("an entry is {t}")),
+            );
+        }
+        out.push(id);
+    }
+    Ok(out)
+}
+
+/// The coordinates of a block access, and the descriptor and index dtype they are used with
+/// (i64 when a coordinate needs it).
+fn block_coords(cx: &mut Cx<'_>, d: &std::rc::Rc<Desc>, coords: (Val, Span)) -> R<(Desc, Vec<ValueId>, DType)> {
+    let s = coords.1;
+    let c = index_list(cx, coords, d.block.len(), "the coordinates")?;
+    let wide = c.iter().any(|v| cx.ty(*v).dtype().is_some_and(|d| d.bits() > 32 || d == DType::U32));
+    let index = if wide { DType::I64 } else { d.index };
+    let mut out = Vec::with_capacity(c.len());
+    for v in c {
+        out.push(cx.cast(v, index, s)?);
+    }
+    Ok(((**d).clone(), out, index))
+}
+
+/// The base, shape and strides of a descriptor as block-op operands in `index`.
+fn block_operands(cx: &mut Cx<'_>, d: &Desc, index: DType, span: Span) -> R<Vec<ValueId>> {
+    let mut ops = vec![d.ptr];
+    for v in d.shape.iter().chain(&d.strides) {
+        ops.push(cx.cast(*v, index, span)?);
+    }
+    Ok(ops)
 }

@@ -67,6 +67,12 @@ const BUILTINS: &[Builtin] = &[
     Builtin::new("cdiv", &["a", "b"], 2, creation::cdiv),
     Builtin::new("load", &["ptr", "mask", "other"], 1, memory::load),
     Builtin::new("store", &["ptr", "value", "mask"], 2, memory::store),
+    Builtin::new(
+        "make_tensor_descriptor",
+        &["base", "shape", "strides", "block_shape"],
+        4,
+        memory::tensor_descriptor,
+    ),
     Builtin::new("dot", &["a", "b", "acc", "out", "precision"], 2, dot::dot),
     Builtin::new("sum", &["x", "axis", "keep_dims"], 1, reduce::reduction),
     Builtin::new("prod", &["x", "axis", "keep_dims"], 1, reduce::reduction),
