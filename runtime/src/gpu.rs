@@ -19,6 +19,8 @@ pub enum RuntimeError {
     Driver(String),
     #[error("kernel `{name}` needs {need} bytes of shared memory; this GPU allows {limit}")]
     SharedMemory { name: String, need: u32, limit: u32 },
+    #[error("tensor map: {0}")]
+    TensorMap(String),
     #[error("cannot copy {got} elements into a device tensor of {expected}; the lengths must match")]
     Length { expected: usize, got: usize },
 }
@@ -91,6 +93,8 @@ pub enum KernelArg<'a> {
     U64(u64),
     F32(f32),
     F64(f64),
+    /// A tensor map, passed by value (128 bytes) for the TMA engine.
+    TensorMap(&'a crate::tma::TensorMap),
 }
 
 impl Gpu {
@@ -237,6 +241,7 @@ impl Gpu {
                 KernelArg::U64(v) => b.arg(v),
                 KernelArg::F32(v) => b.arg(v),
                 KernelArg::F64(v) => b.arg(v),
+                KernelArg::TensorMap(m) => b.arg(*m),
             };
         }
         // SAFETY: the caller built the arguments from the kernel's signature (count, order and

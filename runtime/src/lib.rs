@@ -5,6 +5,8 @@
 
 mod gpu;
 mod timing;
+mod tma;
 
 pub use gpu::{CuFunction, DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, driver_result};
 pub use timing::{TimingOptions, Timings};
+pub use tma::{TensorMap, TensorMapRequest, TmaElem};

@@ -20,7 +20,7 @@ pub mod ptxas;
 
 // Targets, layouts and the resource estimate are GPU-free data the optimizer reads too.
 use tile_gir::layout;
-pub use tile_gir::{TARGETS, Target, UnknownTarget, estimate, target};
+pub use tile_gir::{ArgSpec, TARGETS, Target, UnknownTarget, estimate, target};
 
 use inkwell::OptimizationLevel;
 use inkwell::context::Context;
@@ -54,46 +54,6 @@ impl CompileOptions {
     }
 }
 
-/// What a launch's argument is known to satisfy, as Triton specialises: integers equal to 1 or
-/// divisible by 16, pointers aligned to 16 bytes. Each fact lets the compiler vectorise or fold;
-/// a kernel compiled with a fact may only be launched with arguments that have it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ArgSpec {
-    /// An integer argument equal to 1.
-    pub equals_one: bool,
-    /// An integer divisible by 16, or a pointer whose address is divisible by 16.
-    pub divisible_by_16: bool,
-}
-
-impl ArgSpec {
-    /// The facts that hold for an integer argument.
-    pub fn of_int(v: i64) -> ArgSpec {
-        ArgSpec {
-            equals_one: v == 1,
-            divisible_by_16: v % 16 == 0,
-        }
-    }
-
-    /// The facts that hold for a device address.
-    pub fn of_ptr(addr: u64) -> ArgSpec {
-        ArgSpec {
-            equals_one: false,
-            divisible_by_16: addr.is_multiple_of(16),
-        }
-    }
-
-    /// A short tag for cache keys and names: `1`, `d` (divisible by 16) or `-`.
-    pub fn tag(&self) -> char {
-        if self.equals_one {
-            '1'
-        } else if self.divisible_by_16 {
-            'd'
-        } else {
-            '-'
-        }
-    }
-}
-
 /// A compiled kernel: its PTX and what a launch needs to know.
 #[derive(Clone, Debug)]
 pub struct Compiled {
@@ -103,6 +63,9 @@ pub struct Compiled {
     pub threads_per_block: u32,
     /// Dynamic shared memory each block needs, in bytes.
     pub smem_bytes: u32,
+    /// Tensor maps the launch passes after the kernel's own parameters, in this order (each a
+    /// 128-byte `CUtensorMap` encoded on the host from the arguments).
+    pub tensor_maps: Vec<tile_gir::tma::TensorMap>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -162,14 +125,16 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     if !(1..=8).contains(&opts.num_stages) {
         return Err(CodegenError::BadStages { got: opts.num_stages });
     }
-    // Block accesses through tensor descriptors become pointer arithmetic here.
-    let expanded;
-    let kernel = if tile_lang::ir::block::has_blocks(kernel) {
-        expanded = tile_lang::ir::block::expand_blocks(kernel, &Default::default());
-        &expanded
-    } else {
-        kernel
-    };
+    // Block loads the TMA engine copies stay; every other block access becomes pointer
+    // arithmetic here.
+    let prepared = tile_gir::tma::prepare(
+        kernel,
+        opts.num_warps,
+        opts.num_stages,
+        &opts.target,
+        &opts.specialization,
+    );
+    let kernel = &*prepared.kernel;
     LlvmTarget::initialize_nvptx(&InitializationConfig::default());
     let ctx = Context::create();
     let module = ctx.create_module(&kernel.name);
@@ -184,6 +149,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         opts.num_stages,
         &opts.target,
         &opts.specialization,
+        &prepared,
     )?;
     if smem_bytes > opts.target.max_smem_per_block {
         return Err(CodegenError::SharedMemory {
@@ -221,5 +187,6 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         ptx,
         threads_per_block: threads,
         smem_bytes,
+        tensor_maps: prepared.maps.clone(),
     })
 }

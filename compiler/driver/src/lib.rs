@@ -27,6 +27,7 @@ use tile_lang::{check, syntax};
 pub use tile_codegen::ptxas::Resources;
 pub use tile_codegen::{ArgSpec, CodegenError, CompileOptions, Compiled, TARGETS, Target, target};
 pub use tile_gir::assign::GpuPlan;
+pub use tile_gir::tma;
 pub use tile_opt::config::{Choice, Config, ConfigError, Pins, TargetDesc, Verdict};
 pub use tile_opt::egraph::{OptError, OptOptions, Report};
 
@@ -266,6 +267,18 @@ pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation,
     c.timings.ptxas = lowered.ptxas_time;
     c.lowered = Some(lowered);
     Ok(c)
+}
+
+/// The kernel the lowering sees under `options`: block loads the TMA engine copies kept (with
+/// their tensor maps), every other block access expanded into pointer arithmetic.
+pub fn prepare_blocks<'k>(kernel: &'k Kernel, options: &CompileOptions) -> tile_gir::tma::Prepared<'k> {
+    tile_gir::tma::prepare(
+        kernel,
+        options.num_warps,
+        options.num_stages,
+        &options.target,
+        &options.specialization,
+    )
 }
 
 /// The back half: a checked (or rewritten) kernel to PTX, and to a cubin when `ptxas` is given.

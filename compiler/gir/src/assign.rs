@@ -47,6 +47,9 @@ pub struct GpuPlan {
     pub pipelines: HashMap<ValueId, LoopPipeline>,
     /// Bytes of shared memory all pipelined loops' stage buffers take (at its start).
     pub pipeline_bytes: u32,
+    /// Whether scratch outside pipelined loops starts at 0, over their dead buffers (see
+    /// [`GpuPlan::scratch_base`]).
+    pub alias_scratch: bool,
     /// Values made by `broadcast`, which can produce any layout directly.
     broadcasts: HashSet<ValueId>,
     /// The op defining each single-result value (ops without regions).
@@ -58,6 +61,19 @@ pub struct GpuPlan {
 pub const RECOMPUTE_OPS: usize = 12;
 
 impl GpuPlan {
+    /// Where scratch shared memory (conversions, reductions, unpipelined dot operands) starts
+    /// for an op `inside` a pipelined loop or not: after the pipeline region, except outside
+    /// pipelined loops when the kernel only fits by reusing their buffers (`alias_scratch`) —
+    /// such loops then end with a barrier after their last copies and dots, so their buffers
+    /// are dead outside them (and written only after a barrier when they start).
+    pub fn scratch_base(&self, inside: bool) -> u32 {
+        if inside || !self.alias_scratch {
+            self.pipeline_bytes
+        } else {
+            0
+        }
+    }
+
     /// Assigns layouts for `k` in blocks of `warps` warps on `target`, pipelining loops `stages`
     /// deep (unless a loop's `#[stages(..)]` says otherwise).
     pub fn new(k: &Kernel, warps: u32, stages: u32, target: &Target) -> GpuPlan {
@@ -138,6 +154,13 @@ impl GpuPlan {
             if p.layouts.len() == before {
                 break;
             }
+        }
+        // Scratch after the pipelined loops reuses their buffers only when the kernel would not
+        // fit otherwise.
+        if p.pipeline_bytes > 0 {
+            let (inside, outside) = crate::estimate::scratch_needs(k, &p);
+            p.alias_scratch = p.pipeline_bytes + inside.max(outside) > target.max_smem_per_block
+                && p.pipeline_bytes.max(outside) <= target.max_smem_per_block;
         }
         p
     }
@@ -441,7 +464,20 @@ impl GpuPlan {
             let loads: Vec<String> = l
                 .loads
                 .iter()
-                .map(|s| format!("%{} -> {} of dot %{}", s.load.0, ["A", "B"][s.operand], s.dot.0))
+                .map(|s| {
+                    let how = match &s.tma {
+                        Some(b) => format!(
+                            " by TMA ({} box{} of [{}, {}], {}-byte swizzle)",
+                            b.boxes,
+                            if b.boxes == 1 { "" } else { "es" },
+                            b.rows,
+                            b.cols,
+                            b.swizzle
+                        ),
+                        None => String::new(),
+                    };
+                    format!("%{} -> {} of dot %{}{how}", s.load.0, ["A", "B"][s.operand], s.dot.0)
+                })
                 .collect();
             let in_flight = if l.async_dots.is_empty() {
                 String::new()
@@ -451,11 +487,16 @@ impl GpuPlan {
             };
             let _ = writeln!(
                 s,
-                "  loop %{}: {} stages of {} B at {} (cp.async {} ahead{in_flight}), staged {}",
+                "  loop %{}: {} stages of {} B at {} ({} {} ahead{in_flight}), staged {}",
                 iv.0,
                 l.stages,
                 l.stage_bytes,
                 l.base,
+                match (l.tma(), l.loads.iter().all(|x| x.tma.is_some())) {
+                    (true, true) => "TMA on mbarriers",
+                    (true, false) => "TMA and cp.async",
+                    _ => "cp.async",
+                },
                 l.ahead,
                 loads.join(", ")
             );

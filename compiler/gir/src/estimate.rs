@@ -58,11 +58,25 @@ pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32, target: &crate::Target)
 
 /// [`smem_bytes`] for a plan already made (its warps and stages).
 pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
+    let (inside, outside) = scratch_needs(k, plan);
+    let at = |inside_loop: bool, need: u32| {
+        if need == 0 {
+            0
+        } else {
+            plan.scratch_base(inside_loop) + need
+        }
+    };
+    at(true, inside).max(at(false, outside)).max(plan.pipeline_bytes)
+}
+
+/// The most scratch any op needs inside pipelined loops, and outside them.
+pub fn scratch_needs(k: &Kernel, plan: &GpuPlan) -> (u32, u32) {
     let threads = plan.threads;
     let mv = max_vec(k);
-    let mut need = 0u32;
-    let mut want = |bytes: u32| need = need.max(bytes.next_multiple_of(16));
-    walk_with_yields(&k.body, &[], &mut |op, yields_to| {
+    let (mut need_in, mut need_out) = (0u32, 0u32);
+    walk_with_yields(&k.body, &[], plan, false, &mut |op, yields_to, inside| {
+        let need = if inside { &mut need_in } else { &mut need_out };
+        let mut want = |bytes: u32| *need = (*need).max(bytes.next_multiple_of(16));
         // Operands the lowering converts to another layout go through scratch.
         let skipped = op
             .results
@@ -137,24 +151,28 @@ pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
             _ => {}
         }
     });
-    if need == 0 {
-        plan.pipeline_bytes
-    } else {
-        plan.pipeline_bytes + need
-    }
+    (need_in, need_out)
 }
 
 /// Calls `f` on every op with the values a `yield` in its region hands its operands to (the
 /// results of the enclosing `for` or `if`; none for other regions).
-fn walk_with_yields(r: &Region, yields_to: &[ValueId], f: &mut dyn FnMut(&Op, &[ValueId])) {
+/// Also says whether the op is inside a pipelined loop (at any depth).
+fn walk_with_yields(
+    r: &Region,
+    yields_to: &[ValueId],
+    plan: &GpuPlan,
+    inside: bool,
+    f: &mut dyn FnMut(&Op, &[ValueId], bool),
+) {
     for op in &r.ops {
-        f(op, yields_to);
+        f(op, yields_to, inside);
         let to: &[ValueId] = match op.kind {
             OpKind::For { .. } | OpKind::If => &op.results,
             _ => &[],
         };
+        let pipelined = matches!(op.kind, OpKind::For { .. }) && plan.pipelines.contains_key(&op.regions[0].args[0]);
         for sub in &op.regions {
-            walk_with_yields(sub, to, f);
+            walk_with_yields(sub, to, plan, inside || pipelined, f);
         }
     }
 }

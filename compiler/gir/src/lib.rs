@@ -11,6 +11,7 @@ pub mod layout;
 pub mod linear;
 pub mod mma;
 pub mod pipeline;
+pub mod tma;
 
 /// A target name that is not one of [`TARGETS`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -91,4 +92,44 @@ pub fn target(sm: &str) -> Result<Target, UnknownTarget> {
             name: sm.to_string(),
             known: TARGETS.iter().map(|t| t.sm).collect::<Vec<_>>().join(", "),
         })
+}
+
+/// What a launch's argument is known to satisfy, as Triton specialises: integers equal to 1 or
+/// divisible by 16, pointers aligned to 16 bytes. Each fact lets the compiler vectorise or fold;
+/// a kernel compiled with a fact may only be launched with arguments that have it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ArgSpec {
+    /// An integer argument equal to 1.
+    pub equals_one: bool,
+    /// An integer divisible by 16, or a pointer whose address is divisible by 16.
+    pub divisible_by_16: bool,
+}
+
+impl ArgSpec {
+    /// The facts that hold for an integer argument.
+    pub fn of_int(v: i64) -> ArgSpec {
+        ArgSpec {
+            equals_one: v == 1,
+            divisible_by_16: v % 16 == 0,
+        }
+    }
+
+    /// The facts that hold for a device address.
+    pub fn of_ptr(addr: u64) -> ArgSpec {
+        ArgSpec {
+            equals_one: false,
+            divisible_by_16: addr.is_multiple_of(16),
+        }
+    }
+
+    /// A short tag for cache keys and names: `1`, `d` (divisible by 16) or `-`.
+    pub fn tag(&self) -> char {
+        if self.equals_one {
+            '1'
+        } else if self.divisible_by_16 {
+            'd'
+        } else {
+            '-'
+        }
+    }
 }

@@ -470,6 +470,16 @@ impl MmaPlan {
         }
     }
 
+    /// Shared-memory layout of operand `operand` (0: A, 1: B; B given as `trans(x)` is stored as
+    /// `x`, `[n, k]`, when `transposed_b`).
+    pub fn operand_smem(&self, operand: usize, transposed_b: bool) -> Swizzle {
+        match operand {
+            0 => self.a_smem(),
+            _ if transposed_b => self.bt_smem(),
+            _ => self.b_smem(),
+        }
+    }
+
     /// Where B starts in a buffer holding both operands (wgmma operands start on a 1024-byte
     /// boundary).
     pub fn b_offset(&self) -> usize {

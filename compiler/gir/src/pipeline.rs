@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 use tile_lang::ir::{ConstValue, Kernel, Op, OpKind, ValueId};
 
 use crate::mma::{Instr, MmaPlan};
+use crate::tma::TmaBoxes;
 
 /// A load whose tile is copied ahead into shared memory for a tensor-core `dot`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +40,8 @@ pub struct StagedLoad {
     pub operand: usize,
     /// Byte offset of its buffer inside one stage.
     pub offset: u32,
+    /// A block load (`load_block`) the TMA engine copies, in these boxes; `None`: `cp.async`.
+    pub tma: Option<TmaBoxes>,
 }
 
 /// One pipelined loop (keyed by its body's index argument in [`GpuPlan::pipelines`](crate::assign::GpuPlan)).
@@ -72,7 +75,27 @@ pub struct LoopPipeline {
 
 impl LoopPipeline {
     pub fn bytes(&self) -> u32 {
-        self.stages * self.stage_bytes + self.resident_bytes
+        self.stages * self.stage_bytes + self.resident_bytes + self.barrier_bytes()
+    }
+
+    /// Whether the TMA engine copies some of the staged loads (their stages then complete on
+    /// one mbarrier each, after the resident operands).
+    pub fn tma(&self) -> bool {
+        self.loads.iter().any(|l| l.tma.is_some())
+    }
+
+    /// Bytes the TMA engine writes into one stage (what each stage's mbarrier expects).
+    pub fn tma_bytes(&self) -> u32 {
+        self.loads.iter().filter_map(|l| l.tma).map(|b| b.bytes()).sum()
+    }
+
+    fn barrier_bytes(&self) -> u32 {
+        if self.tma() { 8 * self.stages } else { 0 }
+    }
+
+    /// Where stage `stage`'s mbarrier lives in shared memory (the loop copies with TMA).
+    pub fn barrier_addr(&self) -> u32 {
+        self.base + self.stages * self.stage_bytes + self.resident_bytes
     }
 
     /// Where a resident operand's buffer starts in shared memory.
@@ -183,6 +206,7 @@ fn plan_loop(
                         dot: o.results[0],
                         operand,
                         offset: roffset,
+                        tma: None,
                     });
                     roffset += bytes;
                 }
@@ -190,19 +214,33 @@ fn plan_loop(
             }
             let Some(&li) = def.get(&v) else { continue };
             let l = &body.ops[li];
-            let OpKind::Load { mask, other } = l.kind else { continue };
             if uses.get(&v) != Some(&1) {
                 continue;
             }
-            if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
-                continue;
-            }
+            let tma = match l.kind {
+                OpKind::Load { mask, other } => {
+                    if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
+                        continue;
+                    }
+                    None
+                }
+                // Block loads are staged for wgmma only, whose buffers the TMA engine can fill.
+                OpKind::LoadBlock { rank: 2 } if mma.instr == Instr::Wgmma => {
+                    let swz = mma.operand_smem(operand, transposed_b.contains_key(&o.results[0]));
+                    match TmaBoxes::for_swizzle(&swz, mma.input) {
+                        Ok(b) => Some(b),
+                        Err(_) => continue,
+                    }
+                }
+                _ => continue,
+            };
             offset = offset.next_multiple_of(align);
             loads.push(StagedLoad {
                 load: v,
                 dot: o.results[0],
                 operand,
                 offset,
+                tma,
             });
             offset += bytes;
         }

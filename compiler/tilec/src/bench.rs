@@ -269,7 +269,9 @@ fn bench_case(
             bytes += (reads + writes) * (n * dtype.bytes()) as f64;
         }
     }
-    let args = tile_jit::plan_args(&plan.args, &bufs);
+    let mut args = tile_jit::plan_args(&plan.args, &bufs);
+    let maps = tune::launch_maps(&g.gpu, kernel, &compiled, &args)?;
+    args.extend(maps.iter().map(tile_jit::KernelArg::TensorMap));
     let same_size_copy_gbps = if bytes > 0.0 {
         g.gpu.copy_bandwidth_like(bytes as usize, &opts.timing)?
     } else {

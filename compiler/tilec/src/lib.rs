@@ -626,22 +626,27 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
                 k.name, report.time, report.ops_before, report.ops_after, report.applied
             )?;
         }
+        let options = tile_driver::CompileOptions {
+            target: target.clone(),
+            num_warps: c.config.num_warps,
+            num_stages: c.config.num_stages,
+            specialization: if a.assume_aligned {
+                vec![tile_driver::ArgSpec::of_ptr(0); c.ir.params.len()]
+            } else {
+                Vec::new()
+            },
+        };
         if emit.contains(&Stage::Gir) {
-            let plan = tile_driver::GpuPlan::new(c.kernel(), c.config.num_warps, c.config.num_stages, &target);
-            write!(out, "{}", plan.render(c.kernel()))?;
+            // The plan the lowering follows: after the choice of TMA block loads.
+            let p = tile_driver::prepare_blocks(c.kernel(), &options);
+            let plan = tile_driver::GpuPlan::new(&p.kernel, c.config.num_warps, c.config.num_stages, &target);
+            write!(out, "{}", plan.render(&p.kernel))?;
+            for (i, m) in p.maps.iter().enumerate() {
+                writeln!(out, "  tensor map {i} (parameter after the kernel's own): {m}")?;
+            }
         }
         // The back half, when a later stage is asked for.
         if until >= Until::Ptx {
-            let options = tile_driver::CompileOptions {
-                target: target.clone(),
-                num_warps: c.config.num_warps,
-                num_stages: c.config.num_stages,
-                specialization: if a.assume_aligned {
-                    vec![tile_driver::ArgSpec::of_ptr(0); c.ir.params.len()]
-                } else {
-                    Vec::new()
-                },
-            };
             let ptxas = if until == Until::Cubin { ptxas.as_deref() } else { None };
             match tile_driver::lower(c.kernel(), &options, ptxas) {
                 Ok(l) => {
@@ -1070,6 +1075,8 @@ fn run_on_gpu(
             }
         });
     }
+    let maps = tile_jit::tune::launch_maps(&g.gpu, kernel, &c, &args).map_err(|e| e.to_string())?;
+    args.extend(maps.iter().map(KernelArg::TensorMap));
     g.gpu
         .launch(&f, p.grid, c.threads_per_block, c.smem_bytes, &args)
         .map_err(|e| e.to_string())?;

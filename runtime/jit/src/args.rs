@@ -352,7 +352,7 @@ pub fn check_args(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result
 }
 
 /// The integer an integer scalar holds (sign-extended for signed dtypes).
-fn int_value(dtype: DType, bits: u64) -> i64 {
+pub(crate) fn int_value(dtype: DType, bits: u64) -> i64 {
     match dtype {
         DType::I8 => bits as u8 as i8 as i64,
         DType::I16 => bits as u16 as i16 as i64,

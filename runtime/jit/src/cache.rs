@@ -22,7 +22,7 @@ use tile_lang::ir::ConstValue;
 /// Bump when the entry layout or the meaning of a key changes, so that old entries are never
 /// read: it is part of every key. Also bump it when codegen changes what it emits without a
 /// version bump, if stale entries could otherwise be served.
-pub const CACHE_FORMAT: u32 = 3;
+pub const CACHE_FORMAT: u32 = 4;
 
 /// The compiler's version: the workspace's (every crate shares it) and a fingerprint of the
 /// front end's and codegen's sources (see `build.rs`), so that a compiler changed without a
@@ -174,6 +174,8 @@ pub struct CacheEntry {
     pub target_sm: String,
     pub ptx: String,
     pub cubin: Option<Vec<u8>>,
+    /// Tensor maps a launch passes after the kernel's parameters (`tensor_map=` lines).
+    pub tensor_maps: Vec<tile_driver::tma::TensorMap>,
 }
 
 /// What a lookup found.
@@ -365,6 +367,11 @@ impl DiskCache {
             target_sm: field("target")?.to_string(),
             ptx,
             cubin,
+            tensor_maps: meta
+                .lines()
+                .filter_map(|l| l.strip_prefix("tensor_map="))
+                .map(|m| m.parse())
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -386,6 +393,9 @@ impl DiskCache {
             e.ptx.len(),
             hex(&Sha256::digest(e.ptx.as_bytes())),
         );
+        for m in &e.tensor_maps {
+            let _ = writeln!(meta, "tensor_map={m}");
+        }
         write_atomic(&self.path(key, "ptx"), e.ptx.as_bytes())?;
         if let Some(c) = &e.cubin {
             let _ = write!(
@@ -524,7 +534,7 @@ pub(crate) mod tests {
         );
     }
 
-    const PINNED_KEY: &str = "d8a12456c230ff03bca32d29e256740fd2e81766f1797a9dcb4295bcadd56b9f";
+    const PINNED_KEY: &str = "219bc100380e16e2e38506283a639f0d9901cc37a1aeb97dc3504f0e33049ee4";
 
     #[test]
     fn key_changes_with_every_part() {
@@ -700,6 +710,12 @@ pub(crate) mod tests {
             target_sm: "sm_90a".into(),
             ptx: ".version 8.0\n.target sm_90a\n// body\n".into(),
             cubin: cubin.then(|| vec![0x7f, b'E', b'L', b'F', 0, 1, 2, 3]),
+            // Entries keep the tensor maps their launches pass (round-tripped by the tests).
+            tensor_maps: vec![
+                "bf16 base=0 dims=arg4,arg3 strides=arg4 box=64,128 swizzle=128"
+                    .parse()
+                    .unwrap(),
+            ],
         }
     }
 

@@ -298,6 +298,7 @@ pub(crate) fn build(
         target_sm: plan.target.sm.to_string(),
         ptx: compiled.ptx,
         cubin,
+        tensor_maps: compiled.tensor_maps,
     };
     if let Some(c) = cache
         && let Err(e) = c.store(&key, &entry)

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tile_driver::tma::MAX_TENSOR_MAPS;
 use tile_driver::{ArgSpec, Target};
 use tile_lang::ir::ConstValue;
 
@@ -76,6 +77,8 @@ struct Loaded {
     func: Function,
     threads_per_block: u32,
     smem_bytes: u32,
+    /// Tensor maps each launch passes after the arguments.
+    tensor_maps: Vec<tile_driver::tma::TensorMap>,
     specialization: String,
     origin: Origin,
     from_cubin: bool,
@@ -95,6 +98,11 @@ impl LoadedKernel {
     /// Dynamic shared memory per block, in bytes.
     pub fn smem_bytes(&self) -> u32 {
         self.0.smem_bytes
+    }
+    /// How many tensor maps each launch encodes (or finds already encoded) and passes: one per
+    /// descriptor whose loads the TMA engine copies in this specialisation.
+    pub fn tensor_maps(&self) -> usize {
+        self.0.tensor_maps.len()
     }
     pub fn registers(&self) -> i32 {
         self.0.func.registers
@@ -133,6 +141,8 @@ struct JitInner {
     loaded: Mutex<HashMap<CacheKey, Arc<Loaded>>>,
     /// Kernel handles by plan key, so that asking twice does not check the kernel twice.
     kernels: Mutex<HashMap<[u8; 32], Arc<KernelInner>>>,
+    /// Tensor maps encoded for launches, by request.
+    tensor_maps: crate::tma::TensorMapCache,
     counters: Counters,
 }
 
@@ -183,6 +193,7 @@ impl Jit {
                 target,
                 loaded: Mutex::new(HashMap::new()),
                 kernels: Mutex::new(HashMap::new()),
+                tensor_maps: Default::default(),
                 counters: Counters::default(),
             }),
         })
@@ -355,10 +366,31 @@ impl JitKernel {
         let n = args.len();
         let mut values = [0u64; MAX_PARAMS];
         args::pack(args, &mut values[..n]);
-        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
+        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_PARAMS + MAX_TENSOR_MAPS];
         for (p, v) in ptrs.iter_mut().zip(values.iter_mut()).take(n) {
             *p = (v as *mut u64).cast();
         }
+        // Tensor maps (kernels reading descriptors through the TMA engine) follow, by value.
+        let mut maps = [None; MAX_TENSOR_MAPS];
+        let nmaps = loaded.tensor_maps.len();
+        if nmaps > 0 {
+            let int = |p: usize| match args.get(p)?.kind {
+                args::ArgKind::Scalar { dtype, bits } if dtype.is_int() => Some(args::int_value(dtype, bits)),
+                _ => None,
+            };
+            let addr = |p: usize| match args.get(p)?.kind {
+                args::ArgKind::Buffer { addr, .. } => Some(addr),
+                _ => None,
+            };
+            for (slot, m) in maps.iter_mut().zip(&loaded.tensor_maps) {
+                let r = crate::tma::request(m, &int, &addr).map_err(tile_runtime::RuntimeError::TensorMap)?;
+                *slot = Some(self.jit.tensor_maps.get(&self.jit.gpu, &r)?);
+            }
+            for (p, m) in ptrs[n..].iter_mut().zip(maps.iter().flatten()) {
+                *p = m.as_param();
+            }
+        }
+        let n = n + nmaps;
         // SAFETY: the arguments were checked against the kernel's signature: one value per
         // parameter, each as wide as the parameter or wider (the driver reads the parameter's
         // width from the slot's start: the low bytes on a little-endian host); device addresses
@@ -433,6 +465,7 @@ impl JitKernel {
             func,
             threads_per_block: entry.threads_per_block,
             smem_bytes: entry.smem_bytes,
+            tensor_maps: entry.tensor_maps,
             specialization: entry.specialization,
             origin,
             from_cubin,

@@ -67,6 +67,7 @@ pub mod cache;
 mod compile;
 mod jit;
 mod tensor;
+pub mod tma;
 pub mod tune;
 
 pub use args::{

@@ -791,6 +791,9 @@ fn time_candidate(
                 buffers.shapes = shapes;
             }
             let args = crate::args::plan_args(&p.args, &buffers.bufs);
+            let maps = launch_maps(gpu, kernel, &compiled, &args)?;
+            let mut args = args;
+            args.extend(maps.iter().map(KernelArg::TensorMap));
             gpu.time_kernel(
                 &f,
                 grid,
@@ -800,18 +803,43 @@ fn time_candidate(
                 &opts.timing,
             )?
         }
-        (None, Problem::Launch { args, .. }) => gpu.time_kernel(
-            &f,
-            grid,
-            compiled.threads_per_block,
-            compiled.smem_bytes,
-            args,
-            &opts.timing,
-        )?,
+        (None, Problem::Launch { args, .. }) => {
+            let maps = launch_maps(gpu, kernel, &compiled, args)?;
+            let mut args = args.to_vec();
+            args.extend(maps.iter().map(KernelArg::TensorMap));
+            gpu.time_kernel(
+                &f,
+                grid,
+                compiled.threads_per_block,
+                compiled.smem_bytes,
+                &args,
+                &opts.timing,
+            )?
+        }
         (None, Problem::Case { .. }) => unreachable!("a case always has a plan"),
     };
     seen.insert(seen_key, (t.median(), f.registers));
     Ok(t.median())
+}
+
+/// The tensor maps a compiled kernel takes after `args` (encoded for this launch).
+pub fn launch_maps(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    compiled: &tile_driver::Compiled,
+    args: &[KernelArg<'_>],
+) -> Result<Vec<tile_runtime::TensorMap>, RuntimeError> {
+    if compiled.tensor_maps.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params: Vec<_> = kernel.params.iter().map(|p| p.elem).collect();
+    crate::tma::encode_for_args(
+        gpu,
+        &crate::tma::TensorMapCache::default(),
+        &compiled.tensor_maps,
+        &params,
+        args,
+    )
 }
 
 fn arg_spec_of(a: &KernelArg<'_>) -> ArgSpec {
@@ -822,7 +850,7 @@ fn arg_spec_of(a: &KernelArg<'_>) -> ArgSpec {
         KernelArg::U64(v) => ArgSpec::of_int(v as i64),
         KernelArg::U8(v) => ArgSpec::of_int(v as i64),
         KernelArg::U16(v) => ArgSpec::of_int(v as i64),
-        KernelArg::F32(_) | KernelArg::F64(_) => ArgSpec::default(),
+        KernelArg::F32(_) | KernelArg::F64(_) | KernelArg::TensorMap(_) => ArgSpec::default(),
     }
 }
 

@@ -13,6 +13,8 @@ const VECTOR_ADD: &str = include_str!("../../../dsl-examples/vector_add.tile");
 
 const MIXED: &str = include_str!("kernels/mixed.tile");
 
+const DESCRIPTORS: &str = include_str!("../../../tests/gpu/descriptors.tile");
+
 fn gpu() -> Gpu {
     Gpu::new(0).expect("this test needs a CUDA GPU")
 }
@@ -312,4 +314,70 @@ fn the_untyped_gpu_api_still_works() {
     g.launch_async(&f, [1, 1, 1], c.threads_per_block, c.smem_bytes, &args)
         .unwrap();
     g.synchronize().unwrap();
+}
+
+/// C = A @ B on the host for small integers (exact in f32).
+fn host_matmul(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    let mut c = vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+        }
+    }
+    c
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tensor_maps_through_the_jit() {
+    let cache = TempDir::new("tma");
+    let g = gpu();
+    let run = |jit: &Jit, m: usize, n: usize, k: usize, seed: usize| -> (Vec<f32>, Vec<f32>, usize) {
+        let kern = jit
+            .kernel(
+                "mm_desc",
+                &[
+                    ("BM", ConstValue::Int(128)),
+                    ("BN", ConstValue::Int(128)),
+                    ("BK", ConstValue::Int(64)),
+                ],
+            )
+            .unwrap();
+        let ah: Vec<f32> = (0..m * k).map(|i| ((i * 7 + seed) % 9) as f32 - 4.0).collect();
+        let bh: Vec<f32> = (0..k * n).map(|i| ((i * 5 + seed) % 9) as f32 - 4.0).collect();
+        let a = DeviceTensor::upload(&g, &ah.iter().map(|x| bf16::from_f32(*x)).collect::<Vec<_>>()).unwrap();
+        let b = DeviceTensor::upload(&g, &bh.iter().map(|x| bf16::from_f32(*x)).collect::<Vec<_>>()).unwrap();
+        let mut c = DeviceTensor::upload(&g, &vec![f32::NAN; m * n]).unwrap();
+        let args = [
+            Arg::buf(&a),
+            Arg::buf(&b),
+            Arg::buf_mut(&mut c),
+            Arg::i32(m as i32),
+            Arg::i32(n as i32),
+            Arg::i32(k as i32),
+        ];
+        let maps = kern.prepare(&args).unwrap().tensor_maps();
+        let grid = (m.div_ceil(128) * n.div_ceil(128)) as u32;
+        kern.launch(grid, &args).unwrap();
+        // Again with the same tensors: the maps are found, not encoded again.
+        kern.launch(grid, &args).unwrap();
+        (c.download().unwrap(), host_matmul(&ah, &bh, m, n, k), maps)
+    };
+    let jit = Jit::new(&g, Source::Static(DESCRIPTORS), opts(&cache)).unwrap();
+    // Aligned rows: both operands through the TMA engine; ragged M and a K that ends in a partial
+    // block exercise the zero fill.
+    for (m, n, k, seed) in [(200, 256, 192, 1), (128, 384, 64, 2), (77, 128, 320, 3)] {
+        let (got, want, maps) = run(&jit, m, n, k, seed);
+        assert_eq!(maps, 2, "{m}x{n}x{k}: both descriptors should be copied by TMA");
+        assert_eq!(got, want, "{m}x{n}x{k}");
+    }
+    // Rows that are not 16-byte aligned: the same kernel through pointers.
+    let (got, want, maps) = run(&jit, 100, 97, 150, 4);
+    assert_eq!(maps, 0);
+    assert_eq!(got, want);
+    // A fresh JIT reads the specialisation, tensor maps included, from the disk cache.
+    let again = Jit::new(&g, Source::Static(DESCRIPTORS), opts(&cache)).unwrap();
+    let (got, want, maps) = run(&again, 200, 256, 192, 5);
+    assert_eq!((maps, again.stats().compiled), (2, 0));
+    assert_eq!(got, want);
 }

@@ -7,7 +7,7 @@ use tile_lang::ir::*;
 use super::{Lowering, R, Repr, llvm};
 
 impl<'c> Lowering<'c, '_> {
-    fn func(&self) -> FunctionValue<'c> {
+    pub(super) fn func(&self) -> FunctionValue<'c> {
         self.f.expect("lowering happens inside the kernel function")
     }
 

@@ -57,6 +57,7 @@ pub(crate) fn lower<'c>(
     stages: u32,
     target: &tile_gir::Target,
     spec: &[crate::ArgSpec],
+    prepared: &tile_gir::tma::Prepared<'_>,
 ) -> R<u32> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
@@ -79,6 +80,10 @@ pub(crate) fn lower<'c>(
         smem_bytes: 0,
         staged: HashMap::new(),
         smem_state: SmemState::Fresh,
+        tensor_maps: prepared.maps.len(),
+        map_of: prepared.map_of.clone(),
+        map_params: Vec::new(),
+        in_pipeline: 0,
     };
     l.kernel()?;
     Ok(l.smem_bytes.max(l.plan.pipeline_bytes))
@@ -136,6 +141,14 @@ struct Lowering<'c, 'a> {
     staged: HashMap<ValueId, IntValue<'c>>,
     /// What shared memory held last, in straight-line code (see [`SmemState`]).
     smem_state: SmemState,
+    /// How many tensor maps the kernel takes after its own parameters.
+    tensor_maps: usize,
+    /// The tensor map of each block load the TMA engine copies.
+    map_of: HashMap<ValueId, usize>,
+    /// The generic address of each tensor-map parameter.
+    map_params: Vec<PointerValue<'c>>,
+    /// How many pipelined loops enclose the op being lowered (scratch goes after their buffers).
+    in_pipeline: u32,
 }
 
 fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {
@@ -144,10 +157,29 @@ fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {
 
 impl<'c> Lowering<'c, '_> {
     fn kernel(&mut self) -> R<()> {
-        let params: Vec<_> = self.k.params.iter().map(|p| self.ty(p.elem).into()).collect();
+        let mut params: Vec<_> = self.k.params.iter().map(|p| self.ty(p.elem).into()).collect();
+        let generic = self.ctx.ptr_type(AddressSpace::default());
+        params.extend((0..self.tensor_maps).map(|_| inkwell::types::BasicMetadataTypeEnum::from(generic)));
         let fty = self.ctx.void_type().fn_type(&params, false);
         let f = self.m.add_function(&self.k.name, fty, Some(Linkage::External));
         f.set_call_conventions(PTX_KERNEL);
+        // Tensor maps: 128 bytes passed by value, read in place by the TMA engine (never copied
+        // to local memory), as `.param .align 64 .b8 [128]`.
+        let map_ty = self.ctx.i8_type().array_type(128);
+        for i in 0..self.tensor_maps {
+            let at = inkwell::attributes::AttributeLoc::Param((self.k.params.len() + i) as u32);
+            let byval = inkwell::attributes::Attribute::get_named_enum_kind_id("byval");
+            f.add_attribute(at, self.ctx.create_type_attribute(byval, map_ty.into()));
+            let align = inkwell::attributes::Attribute::get_named_enum_kind_id("align");
+            f.add_attribute(at, self.ctx.create_enum_attribute(align, 64));
+            f.add_attribute(at, self.ctx.create_string_attribute("nvvm.grid_constant", ""));
+            let p = f
+                .get_nth_param((self.k.params.len() + i) as u32)
+                .unwrap()
+                .into_pointer_value();
+            p.set_name(&format!("tensor_map_{i}"));
+            self.map_params.push(p);
+        }
         f.add_attribute(
             inkwell::attributes::AttributeLoc::Function,
             self.ctx

@@ -1,6 +1,9 @@
 //! Pipelined loops (see `tile_gir::pipeline`): the tensor-core operands a loop loads are copied
 //! into shared memory `stages - 1` iterations ahead with `cp.async`, by evaluating the ops that
-//! compute their pointers and masks for the later iteration.
+//! compute their pointers and masks for the later iteration. Block loads the TMA engine copies
+//! (see `tile_gir::tma`) are issued by thread 0 as `cp.async.bulk.tensor` boxes that complete on
+//! their stage's mbarrier (armed with the stage's byte count); every thread waits on the
+//! barrier's phase for the iteration (`iteration / stages` mod 2) before reading the stage.
 
 use inkwell::IntPredicate;
 use inkwell::values::{BasicValueEnum, IntValue};
@@ -12,6 +15,13 @@ use super::{Lowering, R, Repr, llvm};
 
 impl<'c> Lowering<'c, '_> {
     pub(super) fn for_pipelined(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
+        self.in_pipeline += 1;
+        let r = self.for_pipelined_inner(op, pl);
+        self.in_pipeline -= 1;
+        r
+    }
+
+    fn for_pipelined_inner(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
         let (lo, hi, step, signed, inits) = self.loop_operands(op)?;
         let s = pl.stages;
         // Operands wgmma reads (through the async proxy) are fenced after they land.
@@ -20,6 +30,21 @@ impl<'c> Lowering<'c, '_> {
                 .mma(ld.dot)
                 .is_some_and(|p| p.instr == tile_gir::mma::Instr::Wgmma)
         });
+        let tma = pl.tma();
+        let cp = pl.loads.iter().any(|l| l.tma.is_none());
+        if tma {
+            // One barrier per stage, completed by the TMA bytes of its copies (count 1: the
+            // issuing thread's arrive).
+            let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
+            self.when(zero, |l| {
+                for st in 0..s {
+                    let bar = l.barrier_ptr(pl, l.i32c(st as u64))?;
+                    l.intr("llvm.nvvm.mbarrier.init.shared", &[], &[bar.into(), l.i32c(1).into()])?;
+                }
+                l.intr("llvm.nvvm.fence.mbarrier_init.release.cluster", &[], &[])?;
+                Ok(())
+            })?;
+        }
         // Warps still reading the buffers from an earlier run of this loop (a loop inside
         // another) finish before they are written again.
         self.barrier()?;
@@ -43,7 +68,9 @@ impl<'c> Lowering<'c, '_> {
                 args = self.advance(op, pl, &args, step)?;
             }
             self.issue(op, pl, &args, self.i32c(st as u64), hi, signed)?;
-            self.cp_async_commit()?;
+            if cp {
+                self.cp_async_commit()?;
+            }
         }
         let body = op.regions[0].clone();
         let flat = Self::flatten(&inits);
@@ -63,9 +90,18 @@ impl<'c> Lowering<'c, '_> {
             let read = llvm(l.b.build_int_unsigned_rem(it, sc, ""))?;
             let later = llvm(l.b.build_int_add(it, l.i32c(ahead as u64), ""))?;
             let write = llvm(l.b.build_int_unsigned_rem(later, sc, ""))?;
-            l.cp_async_wait(ahead - 1)?;
-            if wgmma {
+            if cp {
+                l.cp_async_wait(ahead - 1)?;
+            }
+            // Generic-proxy writes (cp.async copies, resident operands) made visible to wgmma.
+            if wgmma && (cp || !pl.resident.is_empty()) {
                 l.fence_proxy_async()?;
+            }
+            if tma {
+                let phase = llvm(l.b.build_int_unsigned_div(it, sc, ""))?;
+                let parity = llvm(l.b.build_and(phase, l.i32c(1), ""))?;
+                let bar = l.barrier_ptr(pl, read)?;
+                l.mbarrier_wait(bar, parity)?;
             }
             l.barrier()?;
             let mut future = args.clone();
@@ -73,7 +109,9 @@ impl<'c> Lowering<'c, '_> {
                 future = l.advance(op, pl, &future, step)?;
             }
             l.issue(op, pl, &future, write, hi, signed)?;
-            l.cp_async_commit()?;
+            if cp {
+                l.cp_async_commit()?;
+            }
             for ld in &pl.loads {
                 let at = l.stage_addr(pl, read, ld.offset)?;
                 l.staged.insert(ld.load, at);
@@ -87,13 +125,31 @@ impl<'c> Lowering<'c, '_> {
             }
             Ok(Self::flatten(&y?))
         })?;
-        self.cp_async_wait(0)?;
+        if cp {
+            self.cp_async_wait(0)?;
+        }
         let mut results = Self::rebuild(&inits, &out);
         // Accumulators still in flight: wait for every group, passing them through the wait.
         for (_, j) in &pl.async_dots {
             if let Repr::Tile(acc) = &results[*j] {
                 results[*j] = Repr::Tile(self.wgmma_wait(acc)?);
             }
+        }
+        // The mbarriers are invalidated once no thread waits on them; when scratch after the loop
+        // reuses the buffers (`alias_scratch`), every warp is done with them first.
+        if tma {
+            self.barrier()?;
+            let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
+            self.when(zero, |l| {
+                for st in 0..s {
+                    let bar = l.barrier_ptr(pl, l.i32c(st as u64))?;
+                    l.intr("llvm.nvvm.mbarrier.inval.shared", &[], &[bar.into()])?;
+                }
+                Ok(())
+            })?;
+        }
+        if self.plan.alias_scratch {
+            self.barrier()?;
         }
         for (r, v) in op.results.iter().zip(results) {
             self.set(*r, v);
@@ -104,11 +160,33 @@ impl<'c> Lowering<'c, '_> {
     /// How operand `operand` (0: A, 1: B) of the dot with result `dot` is laid out in shared
     /// memory.
     fn operand_swizzle(&self, plan: &tile_gir::mma::MmaPlan, dot: ValueId, operand: usize) -> tile_gir::mma::Swizzle {
-        match operand {
-            0 => plan.a_smem(),
-            _ if self.plan.transposed_b.contains_key(&dot) => plan.bt_smem(),
-            _ => plan.b_smem(),
-        }
+        plan.operand_smem(operand, self.plan.transposed_b.contains_key(&dot))
+    }
+
+    /// Stage `stage`'s mbarrier.
+    fn barrier_ptr(&self, pl: &LoopPipeline, stage: IntValue<'c>) -> R<inkwell::values::PointerValue<'c>> {
+        let off = llvm(self.b.build_int_mul(stage, self.i32c(8), ""))?;
+        let off = llvm(self.b.build_int_add(off, self.i32c(pl.barrier_addr() as u64), ""))?;
+        self.smem_abs_ptr(off)
+    }
+
+    /// Spins until the mbarrier at `bar` has completed the phase of parity `parity`.
+    fn mbarrier_wait(&mut self, bar: inkwell::values::PointerValue<'c>, parity: IntValue<'c>) -> R<()> {
+        let f = self.func();
+        let spin = self.ctx.append_basic_block(f, "mbar_wait");
+        let done = self.ctx.append_basic_block(f, "mbar_done");
+        llvm(self.b.build_unconditional_branch(spin))?;
+        self.b.position_at_end(spin);
+        let ok = self
+            .intr1(
+                "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
+                &[],
+                &[bar.into(), parity.into()],
+            )?
+            .into_int_value();
+        llvm(self.b.build_conditional_branch(ok, done, spin))?;
+        self.b.position_at_end(done);
+        Ok(())
     }
 
     /// The byte address of a staged buffer in stage `stage`.
@@ -173,7 +251,7 @@ impl<'c> Lowering<'c, '_> {
             .iter()
             .flat_map(|o| o.results.iter().map(move |r| (*r, o)))
             .collect();
-        for ld in &pl.loads {
+        for ld in pl.loads.iter().filter(|l| l.tma.is_none()) {
             let lop = defs[&ld.load];
             let plan = self
                 .plan
@@ -217,6 +295,63 @@ impl<'c> Lowering<'c, '_> {
                     self.vals.insert(v, r);
                 }
             }
+        }
+        if pl.tma() {
+            // Thread 0 arms the stage's barrier with the bytes to come and issues every box.
+            let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
+            let go = llvm(self.b.build_and(zero, in_range, ""))?;
+            let bar = self.barrier_ptr(pl, stage)?;
+            let mut copies = Vec::new();
+            for ld in &pl.loads {
+                let Some(boxes) = ld.tma else { continue };
+                let lop = defs[&ld.load];
+                let o = block::operands(lop);
+                let coord = |l: &Self, v: ValueId| -> R<IntValue<'c>> {
+                    let c = l.scalar(v).into_int_value();
+                    llvm(l.b.build_int_truncate_or_bit_cast(c, l.ctx.i32_type(), ""))
+                };
+                let (row, col) = (coord(self, o.coords[0])?, coord(self, o.coords[1])?);
+                let base = self.stage_addr(pl, stage, ld.offset)?;
+                let map = self.map_params[self.map_of[&ld.load]];
+                copies.push((boxes, row, col, base, map));
+            }
+            let bytes = pl.tma_bytes();
+            self.when(go, |l| {
+                l.intr1(
+                    "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta",
+                    &[],
+                    &[bar.into(), l.i32c(bytes as u64).into()],
+                )?;
+                for (boxes, row, col, base, map) in &copies {
+                    for j in 0..boxes.boxes {
+                        let off = llvm(l.b.build_int_add(*base, l.i32c((j * boxes.box_bytes) as u64), ""))?;
+                        let dst = l.smem_abs_ptr(off)?;
+                        let dst = llvm(l.b.build_address_space_cast(
+                            dst,
+                            l.ctx.ptr_type(inkwell::AddressSpace::from(7u16)),
+                            "",
+                        ))?;
+                        let c = llvm(l.b.build_int_add(*col, l.i32c((j * boxes.cols) as u64), ""))?;
+                        l.intr(
+                            "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.2d",
+                            &[],
+                            &[
+                                dst.into(),
+                                bar.into(),
+                                (*map).into(),
+                                c.into(),
+                                (*row).into(),
+                                l.ctx.i16_type().const_zero().into(),
+                                l.ctx.i64_type().const_zero().into(),
+                                l.ctx.bool_type().const_zero().into(),
+                                l.ctx.bool_type().const_zero().into(),
+                                l.i32c(0).into(),
+                            ],
+                        )?;
+                    }
+                }
+                Ok(())
+            })?;
         }
         Ok(())
     }

@@ -40,19 +40,17 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    /// Scratch of `bytes` bytes (after the pipeline region) is used.
+    /// Scratch of `bytes` bytes is used (see [`Self::smem_ptr`]).
     pub(super) fn need_smem(&mut self, bytes: u32) {
-        self.smem_bytes = self
-            .smem_bytes
-            .max(self.plan.pipeline_bytes + bytes.next_multiple_of(16));
+        let base = self.plan.scratch_base(self.in_pipeline > 0);
+        self.smem_bytes = self.smem_bytes.max(base + bytes.next_multiple_of(16));
     }
 
-    /// The address of scratch byte `byte_off` (scratch starts after the pipeline region).
+    /// The address of scratch byte `byte_off`: scratch starts after the pipeline region inside
+    /// pipelined loops, at 0 elsewhere (`GpuPlan::scratch_base`).
     pub(super) fn smem_ptr(&self, byte_off: IntValue<'c>) -> R<PointerValue<'c>> {
-        let off = llvm(
-            self.b
-                .build_int_add(byte_off, self.i32c(self.plan.pipeline_bytes as u64), ""),
-        )?;
+        let base = self.plan.scratch_base(self.in_pipeline > 0);
+        let off = llvm(self.b.build_int_add(byte_off, self.i32c(base as u64), ""))?;
         self.smem_abs_ptr(off)
     }
 

@@ -55,7 +55,11 @@ pub fn position(index: DType, shape: &[i64], strides: &[i64], coords: &[i64], id
             return None;
         }
         let term = scalar::wrap(index, pos.wrapping_mul(strides[a]));
-        off = if a == 0 { term } else { scalar::wrap(index, off.wrapping_add(term)) };
+        off = if a == 0 {
+            term
+        } else {
+            scalar::wrap(index, off.wrapping_add(term))
+        };
     }
     Some(off)
 }
@@ -164,7 +168,10 @@ impl Builder<'_> {
             let n = shape[a];
             let line = [n];
             let mut idx = self.op(
-                OpKind::Arange { start: 0, end: n as i64 },
+                OpKind::Arange {
+                    start: 0,
+                    end: n as i64,
+                },
                 vec![],
                 Type::tile(DType::I32, line.to_vec()),
             );

@@ -323,6 +323,18 @@ impl Problem {
 /// Estimates one checked candidate.
 pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
     let threads = num_warps * t.target.warp_size;
+    // The kernel the lowering will see for this launch: buffers aligned, integers by value.
+    let specialization: Vec<_> = k
+        .params
+        .iter()
+        .map(|p| match launch.scalars.get(&p.value) {
+            Some(v) => tile_gir::ArgSpec::of_int(*v),
+            None if p.elem.is_ptr() => tile_gir::ArgSpec::of_ptr(0),
+            None => tile_gir::ArgSpec::default(),
+        })
+        .collect();
+    let prepared = tile_gir::tma::prepare(k, num_warps, num_stages, &t.target, &specialization);
+    let k = &*prepared.kernel;
     let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages, &t.target);
     let regs = registers(k, &plan);
     let smem = tile_gir::estimate::smem_bytes_in(k, &plan);

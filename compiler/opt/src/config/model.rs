@@ -396,6 +396,15 @@ impl CostWalk<'_> {
             numel(tile) * pointee(ptr) * cost
         };
         match &op.kind {
+            // A block the TMA engine copies (the only block loads left after `prepare`): whole
+            // rows, no pointer registers.
+            OpKind::LoadBlock { .. } => {
+                let b = numel(op.results[0]) * pointee(op.operands[0]);
+                self.work.dram_bytes += b * m;
+                if let Some(l) = self.level_bytes.last_mut() {
+                    *l += b;
+                }
+            }
             OpKind::Load { .. } => {
                 self.work.dram_bytes += access(self, op.results[0], op.operands[0]) * m;
                 if let Some(b) = self.level_bytes.last_mut() {

@@ -26,7 +26,12 @@ pub(super) fn load(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> 
         let mut ops = block_operands(cx, &d, index, ps)?;
         ops.extend(coords);
         let t = Type::tile(d.pointee, d.block.clone());
-        return Ok(Val::V(cx.emit1(OpKind::LoadBlock { rank: d.block.len() }, ops, t, span)?));
+        return Ok(Val::V(cx.emit1(
+            OpKind::LoadBlock { rank: d.block.len() },
+            ops,
+            t,
+            span,
+        )?));
     }
     let (ptr, pointee, _) = cx.ptr_arg((pv, ps), "`load`")?;
     let shape = cx.ty(ptr).shape.clone();
@@ -251,7 +256,10 @@ pub(super) fn tensor_descriptor(cx: &mut Cx<'_>, _name: &str, a: Args, _span: Sp
     }
     let shape = index_list(cx, a.req(1), rank, "the shape")?;
     let strides = index_list(cx, a.req(2), rank, "the strides")?;
-    let wide = shape.iter().chain(&strides).any(|v| cx.ty(*v).dtype().is_some_and(|d| d.bits() > 32 || d == DType::U32));
+    let wide = shape
+        .iter()
+        .chain(&strides)
+        .any(|v| cx.ty(*v).dtype().is_some_and(|d| d.bits() > 32 || d == DType::U32));
     let index = if wide { DType::I64 } else { DType::I32 };
     let d = Desc {
         ptr,
@@ -273,15 +281,22 @@ fn index_list(cx: &mut Cx<'_>, (v, s): (Val, Span), rank: usize, what: &str) -> 
     };
     if items.len() != rank {
         return cx.fail(
-            Diagnostic::error(s, format!("{what} has {} entries, the block has {rank} dimensions", items.len()))
-                .label(format!("expected {rank} entries, one per dimension")),
+            Diagnostic::error(
+                s,
+                format!("{what} has {} entries, the block has {rank} dimensions", items.len()),
+            )
+            .label(format!("expected {rank} entries, one per dimension")),
         );
     }
     let mut out = Vec::with_capacity(rank);
     for it in items {
         let id = match it {
             Val::Lit(Lit::Int(i)) => {
-                let d = if i32::try_from(i).is_ok() { DType::I32 } else { DType::I64 };
+                let d = if i32::try_from(i).is_ok() {
+                    DType::I32
+                } else {
+                    DType::I64
+                };
                 cx.value(Val::Lit(Lit::Int(i)), s, Some(d))?
             }
             Val::V(id) => id,
@@ -293,8 +308,7 @@ fn index_list(cx: &mut Cx<'_>, (v, s): (Val, Span), rank: usize, what: &str) -> 
         let t = cx.ty(id).clone();
         if !t.is_scalar() || !t.dtype().is_some_and(|d| d.is_int()) {
             return cx.fail(
-                Diagnostic::error(s, format!("{what} must be scalar integers"))
-                    .label(format!("an entry is {t}")),
+                Diagnostic::error(s, format!("{what} must be scalar integers")).label(format!("an entry is {t}")),
             );
         }
         out.push(id);
@@ -307,7 +321,9 @@ fn index_list(cx: &mut Cx<'_>, (v, s): (Val, Span), rank: usize, what: &str) -> 
 fn block_coords(cx: &mut Cx<'_>, d: &std::rc::Rc<Desc>, coords: (Val, Span)) -> R<(Desc, Vec<ValueId>, DType)> {
     let s = coords.1;
     let c = index_list(cx, coords, d.block.len(), "the coordinates")?;
-    let wide = c.iter().any(|v| cx.ty(*v).dtype().is_some_and(|d| d.bits() > 32 || d == DType::U32));
+    let wide = c
+        .iter()
+        .any(|v| cx.ty(*v).dtype().is_some_and(|d| d.bits() > 32 || d == DType::U32));
     let index = if wide { DType::I64 } else { d.index };
     let mut out = Vec::with_capacity(c.len());
     for v in c {

@@ -1,0 +1,367 @@
+//! Copies by the TMA engine (sm_90): the tensor maps a kernel takes and the boxes that fill a
+//! staged operand's buffer.
+//!
+//! A block load through a tensor descriptor (`load_block`) that a pipelined loop stages for a
+//! `wgmma` is copied by `cp.async.bulk.tensor` when its base, shape and strides are known on the
+//! host (kernel parameters or constants), its rows are 16-byte aligned and its innermost stride
+//! is 1. The host encodes one 128-byte tensor map per such descriptor (`cuTensorMapEncodeTiled`)
+//! and passes it as an extra kernel parameter, after the kernel's own, in the order of
+//! [`TensorMap`]s the compiler reports. The boxes write the operand's buffer in exactly the
+//! layout of its [`Swizzle`]: column blocks of at most 128 bytes, each a box whose rows the TMA
+//! engine swizzles in the mode of the block's width.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use tile_lang::ir::{ConstValue, DType, Kernel, Op, OpKind, ValueId, block};
+
+use crate::ArgSpec;
+use crate::Target;
+use crate::assign::GpuPlan;
+use crate::mma::Swizzle;
+
+/// The most tensor maps one kernel takes (further descriptors are read with `cp.async`).
+pub const MAX_TENSOR_MAPS: usize = 8;
+
+/// An integer the host knows at launch: a kernel argument (by parameter index) or a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HostInt {
+    Param(usize),
+    Const(i64),
+}
+
+impl std::fmt::Display for HostInt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostInt::Param(i) => write!(f, "arg{i}"),
+            HostInt::Const(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+/// A tensor map the host encodes for a launch. Dimensions are listed innermost first, as the
+/// driver takes them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMap {
+    pub dtype: DType,
+    /// The kernel parameter holding the tensor's base address.
+    pub base: usize,
+    /// Extent of each dimension, in elements.
+    pub dims: Vec<HostInt>,
+    /// Stride of each dimension but the innermost (which is 1), in elements.
+    pub strides: Vec<HostInt>,
+    /// Box extent per dimension.
+    pub box_dims: Vec<u32>,
+    /// Swizzle span in bytes: 32, 64 or 128 (the box's inner width).
+    pub swizzle: u32,
+}
+
+/// The text form, one line (kept in the JIT's cache entries):
+/// `bf16 base=0 dims=arg5,arg3 strides=arg7 box=64,128 swizzle=128`.
+impl std::fmt::Display for TensorMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |v: &[HostInt]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",");
+        let boxes = self
+            .box_dims
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        write!(
+            f,
+            "{} base={} dims={} strides={} box={} swizzle={}",
+            self.dtype,
+            self.base,
+            list(&self.dims),
+            list(&self.strides),
+            boxes,
+            self.swizzle
+        )
+    }
+}
+
+impl std::str::FromStr for TensorMap {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<TensorMap, String> {
+        let bad = || format!("not a tensor map: `{s}`");
+        let mut words = s.split(' ');
+        let dtype = DType::from_name(words.next().ok_or_else(bad)?).ok_or_else(bad)?;
+        let mut field = |name: &str| -> Result<&str, String> {
+            words
+                .next()
+                .and_then(|w| w.strip_prefix(name))
+                .and_then(|w| w.strip_prefix('='))
+                .ok_or_else(bad)
+        };
+        let host = |w: &str| -> Result<HostInt, String> {
+            match w.strip_prefix("arg") {
+                Some(i) => i.parse().map(HostInt::Param).map_err(|_| bad()),
+                None => w.parse().map(HostInt::Const).map_err(|_| bad()),
+            }
+        };
+        let list = |w: &str| -> Result<Vec<HostInt>, String> {
+            if w.is_empty() {
+                Ok(vec![])
+            } else {
+                w.split(',').map(host).collect()
+            }
+        };
+        let base = field("base")?.parse().map_err(|_| bad())?;
+        let dims = list(field("dims")?)?;
+        let strides = list(field("strides")?)?;
+        let box_dims = field("box")?
+            .split(',')
+            .map(|b| b.parse().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        let swizzle = field("swizzle")?.parse().map_err(|_| bad())?;
+        Ok(TensorMap {
+            dtype,
+            base,
+            dims,
+            strides,
+            box_dims,
+            swizzle,
+        })
+    }
+}
+
+/// How the TMA engine fills a staged operand buffer laid out as `swz`: `boxes` boxes of
+/// `[rows, cols]` elements, box `j` reading columns `j * cols ..` into bytes
+/// `j * box_bytes ..` of the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmaBoxes {
+    pub rows: u32,
+    pub cols: u32,
+    pub boxes: u32,
+    pub box_bytes: u32,
+    /// Swizzle span in bytes (the box's row).
+    pub swizzle: u32,
+}
+
+impl TmaBoxes {
+    /// The boxes for a buffer of 16-bit elements in layout `swz`, or why none fit.
+    pub fn for_swizzle(swz: &Swizzle, dtype: DType) -> Result<TmaBoxes, String> {
+        let esz = dtype.bytes() as u32;
+        let row = swz.block as u32 * esz;
+        if !matches!(row, 32 | 64 | 128) {
+            return Err(format!("rows of {row} bytes (the TMA swizzles 32, 64 or 128)"));
+        }
+        // The engine swizzles 16-byte chunks by address bits: the buffer's swizzle must be the
+        // one of its row width (checked against `Swizzle::apply` in the tests).
+        let (vec, phases) = (swz.vec as u32 * esz, swz.max_phase as u32);
+        if vec != 16 || phases != row / 16 || swz.per_phase as u32 * row != 128 {
+            return Err("a swizzle the TMA engine does not produce".into());
+        }
+        if swz.rows > 256 {
+            return Err(format!("{} rows (a box has at most 256)", swz.rows));
+        }
+        Ok(TmaBoxes {
+            rows: swz.rows as u32,
+            cols: swz.block as u32,
+            boxes: (swz.cols / swz.block) as u32,
+            box_bytes: swz.rows as u32 * row,
+            swizzle: row,
+        })
+    }
+
+    pub fn bytes(&self) -> u32 {
+        self.boxes * self.box_bytes
+    }
+}
+
+// ---- `prepare`: which block loads the TMA engine copies, and the expansion of every other
+// block access into pointer arithmetic ----
+//
+// A block load qualifies when a pipelined loop at the top of the kernel stages it for a wgmma
+// with TMA boxes (`StagedLoad::tma`), and the launch's specialisation proves what the tensor
+// map needs: the base is a 16-byte-aligned pointer argument, the innermost stride is 1, and
+// every other stride is a multiple of 16 bytes; the shape and strides are arguments or
+// constants the host can read at launch. Everything else is expanded
+// (`tile_lang::ir::block::expand_blocks`) and copied with `cp.async` like any pointer load.
+
+/// A kernel ready for the lowering: its remaining block loads each read through one of `maps`.
+pub struct Prepared<'k> {
+    pub kernel: Cow<'k, Kernel>,
+    pub maps: Vec<TensorMap>,
+    /// The map of each block load left in `kernel`, by its result.
+    pub map_of: HashMap<ValueId, usize>,
+}
+
+/// Chooses the TMA block loads of `k` and expands every other block access.
+pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec: &[ArgSpec]) -> Prepared<'k> {
+    let mut out = Prepared {
+        kernel: Cow::Borrowed(k),
+        maps: Vec::new(),
+        map_of: HashMap::new(),
+    };
+    if !block::has_blocks(k) {
+        return out;
+    }
+    let plan = GpuPlan::new(k, warps, stages, target);
+    let defs: HashMap<ValueId, &Op> = {
+        let mut m = HashMap::new();
+        fn go<'a>(r: &'a tile_lang::ir::Region, m: &mut HashMap<ValueId, &'a Op>) {
+            for op in &r.ops {
+                for v in &op.results {
+                    m.insert(*v, op);
+                }
+                for sub in &op.regions {
+                    go(sub, m);
+                }
+            }
+        }
+        go(&k.body, &mut m);
+        m
+    };
+    let params: HashMap<ValueId, usize> = k.params.iter().enumerate().map(|(i, p)| (p.value, i)).collect();
+    let mut keep = HashSet::new();
+    // Loops at the top of the kernel run once per program: their barriers start fresh.
+    for op in &k.body.ops {
+        let OpKind::For { .. } = op.kind else { continue };
+        let Some(pl) = plan.pipelines.get(&op.regions[0].args[0]) else {
+            continue;
+        };
+        for ld in &pl.loads {
+            let Some(boxes) = ld.tma else { continue };
+            let lop = defs[&ld.load];
+            let Some(map) = tensor_map(k, lop, &defs, &params, spec, boxes) else {
+                continue;
+            };
+            let i = match out.maps.iter().position(|m| *m == map) {
+                Some(i) => i,
+                None if out.maps.len() == MAX_TENSOR_MAPS => continue,
+                None => {
+                    out.maps.push(map);
+                    out.maps.len() - 1
+                }
+            };
+            out.map_of.insert(ld.load, i);
+            keep.insert(ld.load);
+        }
+    }
+    out.kernel = Cow::Owned(block::expand_blocks(k, &keep));
+    out
+}
+
+/// The tensor map a block load reads through, when the host can encode it.
+fn tensor_map(
+    k: &Kernel,
+    op: &Op,
+    defs: &HashMap<ValueId, &Op>,
+    params: &HashMap<ValueId, usize>,
+    spec: &[ArgSpec],
+    boxes: TmaBoxes,
+) -> Option<TensorMap> {
+    let o = block::operands(op);
+    let dtype = k.ty(op.results[0]).dtype()?;
+    let fact = |p: usize| spec.get(p).copied().unwrap_or_default();
+    let base = *params.get(&o.ptr)?;
+    if !fact(base).divisible_by_16 {
+        return None;
+    }
+    let host = |v: ValueId| host_int(k, v, defs, params);
+    let dims: Vec<HostInt> = o.shape.iter().rev().map(|v| host(*v)).collect::<Option<_>>()?;
+    let strides: Vec<HostInt> = o.strides.iter().rev().map(|v| host(*v)).collect::<Option<_>>()?;
+    let unit = match strides[0] {
+        HostInt::Const(c) => c == 1,
+        HostInt::Param(p) => fact(p).equals_one,
+    };
+    let aligned = strides[1..].iter().all(|s| match s {
+        HostInt::Const(c) => (c * dtype.bytes() as i64) % 16 == 0 && *c > 0,
+        HostInt::Param(p) => fact(*p).divisible_by_16,
+    });
+    if !unit || !aligned {
+        return None;
+    }
+    Some(TensorMap {
+        dtype,
+        base,
+        dims,
+        strides: strides[1..].to_vec(),
+        box_dims: vec![boxes.cols, boxes.rows],
+        swizzle: boxes.swizzle,
+    })
+}
+
+/// `v` as the host knows it: an integer argument or a constant, through widening casts and
+/// hints.
+fn host_int(k: &Kernel, v: ValueId, defs: &HashMap<ValueId, &Op>, params: &HashMap<ValueId, usize>) -> Option<HostInt> {
+    if let Some(p) = params.get(&v) {
+        return Some(HostInt::Param(*p));
+    }
+    let op = defs.get(&v)?;
+    match &op.kind {
+        OpKind::Const(ConstValue::Int(c)) => Some(HostInt::Const(*c)),
+        OpKind::MultipleOf(_) | OpKind::MaxContiguous(_) => host_int(k, op.operands[0], defs, params),
+        // Casts between integers that keep every value (i32 to i64) keep the argument's.
+        OpKind::Cast(_) => {
+            let (from, to) = (k.ty(op.operands[0]).dtype()?, k.ty(op.results[0]).dtype()?);
+            let widens = from.is_int()
+                && to.is_int()
+                && to.bits() >= from.bits()
+                && (from.is_signed() == to.is_signed() || from.is_unsigned() && to.bits() > from.bits());
+            if widens {
+                host_int(k, op.operands[0], defs, params)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The TMA engine's swizzle of a box: 16-byte chunk `c` of row `r` (rows of `span` bytes)
+    /// lands at chunk `c ^ ((r * span / 128) % (span / 16))`, the address-bit XOR of the
+    /// `SWIZZLE_{span}B` modes (bits [4, 4 + log2(span / 16)) xor bits [7, ..)).
+    fn tma_offset(span: usize, r: usize, c_bytes: usize) -> usize {
+        let addr = r * span + c_bytes;
+        let chunk_bits = (span / 16).trailing_zeros();
+        let mask = (1 << chunk_bits) - 1;
+        let x = (addr >> 7) & mask;
+        addr ^ (x << 4)
+    }
+
+    #[test]
+    fn boxes_reproduce_the_operand_swizzle() {
+        for (rows, cols, block) in [(64, 64, 64), (128, 32, 32), (64, 16, 16), (32, 256, 64), (64, 128, 64)] {
+            let swz = Swizzle::in_blocks(rows, cols, block);
+            let b = TmaBoxes::for_swizzle(&swz, DType::BF16).unwrap();
+            assert_eq!(b.boxes as usize * b.cols as usize, cols);
+            for r in 0..rows {
+                for c in 0..cols {
+                    let (j, cc) = (c / b.cols as usize, c % b.cols as usize);
+                    let tma = j * b.box_bytes as usize + tma_offset(b.swizzle as usize, r, cc * 2);
+                    assert_eq!(tma, swz.apply(r * cols + c) * 2, "{rows}x{cols}/{block} at ({r}, {c})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_text_form_round_trips() {
+        let m = TensorMap {
+            dtype: DType::BF16,
+            base: 1,
+            dims: vec![HostInt::Param(5), HostInt::Const(4096)],
+            strides: vec![HostInt::Param(7)],
+            box_dims: vec![64, 128],
+            swizzle: 128,
+        };
+        assert_eq!(
+            m.to_string(),
+            "bf16 base=1 dims=arg5,4096 strides=arg7 box=64,128 swizzle=128"
+        );
+        assert_eq!(m.to_string().parse::<TensorMap>(), Ok(m));
+        assert!("bf16 base=x".parse::<TensorMap>().is_err());
+    }
+
+    #[test]
+    fn narrow_rows_have_no_boxes() {
+        assert!(TmaBoxes::for_swizzle(&Swizzle::in_blocks(64, 8, 8), DType::BF16).is_err());
+    }
+}

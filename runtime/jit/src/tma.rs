@@ -1,0 +1,169 @@
+//! Tensor maps at launch: what the compiler asked for (`tile_driver::TensorMap`, in terms of
+//! the kernel's arguments) made concrete from a launch's argument values, encoded once per
+//! distinct request and kept, so that launching again with the same tensors encodes nothing.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tile_driver::tma::{HostInt, TensorMap};
+use tile_lang::ir::{DType, Elem};
+use tile_runtime::{Gpu, KernelArg, RuntimeError, TensorMapRequest, TmaElem};
+
+/// The request for `map` given the launch's integer arguments and buffer addresses (by
+/// parameter index; `None` where the parameter is not of that kind).
+pub fn request(
+    map: &TensorMap,
+    int: &dyn Fn(usize) -> Option<i64>,
+    addr: &dyn Fn(usize) -> Option<u64>,
+) -> Result<TensorMapRequest, String> {
+    let value = |h: &HostInt, what: &str| -> Result<i64, String> {
+        match h {
+            HostInt::Const(c) => Ok(*c),
+            HostInt::Param(p) => {
+                int(*p).ok_or_else(|| format!("{what} comes from argument {p}, which is not an integer"))
+            }
+        }
+    };
+    let elem = tma_elem(map.dtype).ok_or_else(|| format!("no tensor map holds {}", map.dtype))?;
+    let rank = map.dims.len();
+    if !(1..=5).contains(&rank) || map.strides.len() + 1 != rank || map.box_dims.len() != rank {
+        return Err(format!(
+            "a tensor map of rank {rank} with {} strides and {} box extents",
+            map.strides.len(),
+            map.box_dims.len()
+        ));
+    }
+    let mut dims = [0u64; 5];
+    for (i, d) in map.dims.iter().enumerate() {
+        let v = value(d, "an extent")?;
+        if v <= 0 {
+            return Err(format!(
+                "dimension {i} (innermost first) has extent {v}; a tensor read by the TMA engine must be non-empty"
+            ));
+        }
+        dims[i] = v as u64;
+    }
+    let mut strides = [0u64; 4];
+    for (i, s) in map.strides.iter().enumerate() {
+        let v = value(s, "a stride")?;
+        if v <= 0 {
+            return Err(format!(
+                "a stride of {v} elements; the TMA engine needs positive strides"
+            ));
+        }
+        strides[i] = v as u64 * elem.bytes();
+    }
+    let mut box_dims = [0u32; 5];
+    box_dims[..rank].copy_from_slice(&map.box_dims);
+    let addr = addr(map.base).ok_or_else(|| format!("the base is argument {}, which is not a buffer", map.base))?;
+    Ok(TensorMapRequest {
+        elem,
+        addr,
+        rank,
+        dims,
+        strides,
+        box_dims,
+        swizzle: map.swizzle,
+    })
+}
+
+/// The maps `maps` asks for, from launch arguments typed as the kernel's parameters.
+pub fn encode_for_args(
+    gpu: &Gpu,
+    cache: &TensorMapCache,
+    maps: &[TensorMap],
+    params: &[Elem],
+    args: &[KernelArg<'_>],
+) -> Result<Vec<tile_runtime::TensorMap>, RuntimeError> {
+    let int = |p: usize| -> Option<i64> {
+        let Elem::Scalar(d) = *params.get(p)? else { return None };
+        let bits = match *args.get(p)? {
+            KernelArg::U8(v) => v as u64,
+            KernelArg::U16(v) => v as u64,
+            KernelArg::U32(v) => v as u64,
+            KernelArg::U64(v) => v,
+            _ => return None,
+        };
+        d.is_int().then(|| crate::args::int_value(d, bits))
+    };
+    let addr = |p: usize| match args.get(p)? {
+        KernelArg::Buffer(b) => Some(b.device_ptr()),
+        _ => None,
+    };
+    maps.iter()
+        .map(|m| {
+            let r = request(m, &int, &addr).map_err(RuntimeError::TensorMap)?;
+            cache.get(gpu, &r)
+        })
+        .collect()
+}
+
+fn tma_elem(d: DType) -> Option<TmaElem> {
+    Some(match d {
+        DType::U8 | DType::I8 | DType::Bool | DType::F8E4M3 | DType::F8E5M2 => TmaElem::U8,
+        DType::U16 | DType::I16 => TmaElem::U16,
+        DType::F16 => TmaElem::F16,
+        DType::BF16 => TmaElem::BF16,
+        DType::U32 => TmaElem::U32,
+        DType::I32 => TmaElem::I32,
+        DType::F32 => TmaElem::F32,
+        DType::U64 => TmaElem::U64,
+        DType::I64 => TmaElem::I64,
+        DType::F64 => TmaElem::F64,
+    })
+}
+
+/// Encoded maps by request. Maps are boxed so their addresses stay put while the table grows.
+#[derive(Default)]
+pub struct TensorMapCache {
+    maps: Mutex<HashMap<TensorMapRequest, Box<tile_runtime::TensorMap>>>,
+}
+
+/// The most distinct maps kept; past it the table starts over (maps are cheap to encode).
+const MAX_MAPS: usize = 4096;
+
+impl TensorMapCache {
+    /// The encoded map for `r` (encoding it the first time), copied out.
+    pub fn get(&self, gpu: &Gpu, r: &TensorMapRequest) -> Result<tile_runtime::TensorMap, RuntimeError> {
+        let mut maps = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = maps.get(r) {
+            return Ok(**m);
+        }
+        let m = gpu.encode_tensor_map(r)?;
+        if maps.len() >= MAX_MAPS {
+            maps.clear();
+        }
+        maps.insert(*r, Box::new(m));
+        Ok(m)
+    }
+
+    pub fn len(&self) -> usize {
+        self.maps.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_read_the_arguments_and_name_what_is_missing() {
+        let map: TensorMap = "bf16 base=0 dims=arg3,arg2 strides=arg4 box=64,128 swizzle=128"
+            .parse()
+            .unwrap();
+        let ints = |p: usize| [None, None, Some(300i64), Some(200), Some(200)][p];
+        let addrs = |p: usize| (p == 0).then_some(0x1000u64);
+        let r = request(&map, &ints, &addrs).unwrap();
+        assert_eq!(r.dims(), &[200, 300]);
+        assert_eq!(r.strides(), &[400]);
+        assert_eq!(r.addr, 0x1000);
+        let zero = |p: usize| [None, None, Some(0i64), Some(200), Some(200)][p];
+        assert!(request(&map, &zero, &addrs).unwrap_err().contains("non-empty"));
+        let no_buffer = |_: usize| None;
+        assert!(request(&map, &ints, &no_buffer).unwrap_err().contains("not a buffer"));
+    }
+}
