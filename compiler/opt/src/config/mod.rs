@@ -7,7 +7,7 @@
 //! occupancy, a roofline time over the grid of the file's largest run-spec case); one over the
 //! register budget or the shared-memory limit is infeasible; the cheapest feasible one wins,
 //! ties going to fewer warps, then to a wgmma kept in flight across a pipelined loop's
-//! iterations, then fewer stages, then the earlier candidate.
+//! iterations, then to larger TMA stages, then fewer stages, then the earlier candidate.
 //!
 //! `dtype` parameters are not tuned: the element type is part of the problem, not of the
 //! schedule. They come from the pins, else the run spec's case, else their first choice.
@@ -82,6 +82,8 @@ pub struct Estimate {
     pub copies_ahead: u32,
     /// Whether a pipelined loop keeps a wgmma in flight across iterations (4 stages or more).
     pub wgmma_in_flight: bool,
+    /// Bytes the TMA engine copies into one stage (the most over the kernel's loops; 0: no TMA).
+    pub tma_stage_bytes: u32,
     /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
     /// case specialises on).
     pub int_args: HashMap<ValueId, i64>,
@@ -394,6 +396,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         smem_s,
         copies_ahead,
         wgmma_in_flight: plan.pipelines.values().any(|p| !p.async_dots.is_empty()),
+        tma_stage_bytes: plan.pipelines.values().map(|p| p.tma_bytes()).max().unwrap_or(0),
         int_args: launch.scalars.clone(),
     }
 }
@@ -570,8 +573,9 @@ pub fn choose_on(
     }
     // Cheapest feasible; a relative tolerance makes equal estimates ties, which go to fewer
     // warps, then to a wgmma kept in flight across iterations (matmul: 596 against 564
-    // TFLOP/s), then fewer stages (attention: 2 stages measured faster than 3), then
-    // enumeration order (docs/gpu.md).
+    // TFLOP/s), then to larger TMA stages (fewer mbarrier round trips: matmul_tma with 48 KB
+    // stages 743 against 575 TFLOP/s with 24 KB at 4096³), then fewer stages (attention: 2
+    // stages measured faster than 3), then enumeration order (docs/gpu.md).
     let mut best: Option<usize> = None;
     for (i, c) in cands.iter().enumerate() {
         if !c.feasible() {
@@ -583,7 +587,12 @@ pub fn choose_on(
                 let (x, y) = (c.estimate.as_ref().unwrap(), cands[b].estimate.as_ref().unwrap());
                 let key = |c: &Candidate| {
                     let e = c.estimate.as_ref().unwrap();
-                    (c.config.num_warps, !e.wgmma_in_flight, c.config.num_stages)
+                    (
+                        c.config.num_warps,
+                        !e.wgmma_in_flight,
+                        std::cmp::Reverse(e.tma_stage_bytes),
+                        c.config.num_stages,
+                    )
                 };
                 if x.time_s < y.time_s * (1.0 - 1e-9) {
                     true

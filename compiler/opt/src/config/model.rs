@@ -236,9 +236,11 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         OpKind::Broadcast if k.ty(op.operands[0]).shape.is_empty() => splats.extend(op.results.iter().copied()),
         _ => {}
     });
+    // Tiles a pipeline copies to shared memory (by cp.async or the TMA engine) never live in
+    // registers.
     let mut staged = HashSet::new();
     k.walk(&mut |op| {
-        if matches!(op.kind, OpKind::Load { .. }) && plan.is_staged(op.results[0]) {
+        if matches!(op.kind, OpKind::Load { .. } | OpKind::LoadBlock { .. }) && plan.is_staged(op.results[0]) {
             staged.insert(op.results[0]);
         }
     });
