@@ -33,15 +33,39 @@ pub fn request(
             map.box_dims.len()
         ));
     }
+    let mut box_dims = [0u32; 5];
+    box_dims[..rank].copy_from_slice(&map.box_dims);
+    // An empty tensor (an extent of 0 or less) has no element in bounds: every box reads zeros.
+    // Its map describes one box of a zeroed buffer the cache owns (address 0 here, filled in
+    // by `TensorMapCache::get`), so a launch on it runs and reads 0 as the interpreter does.
+    let mut empty = false;
+    for d in &map.dims {
+        empty |= value(d, "an extent")? <= 0;
+    }
+    if empty {
+        let mut dims = [0u64; 5];
+        let mut strides = [0u64; 4];
+        let mut row = elem.bytes();
+        for i in 0..rank {
+            dims[i] = box_dims[i] as u64;
+            row *= box_dims[i] as u64;
+            if i + 1 < rank {
+                strides[i] = row;
+            }
+        }
+        return Ok(TensorMapRequest {
+            elem,
+            addr: 0,
+            rank,
+            dims,
+            strides,
+            box_dims,
+            swizzle: map.swizzle,
+        });
+    }
     let mut dims = [0u64; 5];
     for (i, d) in map.dims.iter().enumerate() {
-        let v = value(d, "an extent")?;
-        if v <= 0 {
-            return Err(format!(
-                "dimension {i} (innermost first) has extent {v}; a tensor read by the TMA engine must be non-empty"
-            ));
-        }
-        dims[i] = v as u64;
+        dims[i] = value(d, "an extent")? as u64;
     }
     let mut strides = [0u64; 4];
     for (i, s) in map.strides.iter().enumerate() {
@@ -53,8 +77,6 @@ pub fn request(
         }
         strides[i] = v as u64 * elem.bytes();
     }
-    let mut box_dims = [0u32; 5];
-    box_dims[..rank].copy_from_slice(&map.box_dims);
     let addr = addr(map.base).ok_or_else(|| format!("the base is argument {}, which is not a buffer", map.base))?;
     Ok(TensorMapRequest {
         elem,
@@ -117,6 +139,8 @@ fn tma_elem(d: DType) -> Option<TmaElem> {
 #[derive(Default)]
 pub struct TensorMapCache {
     maps: Mutex<HashMap<TensorMapRequest, Box<tile_runtime::TensorMap>>>,
+    /// Zeroed buffers behind the maps of empty tensors, by size (kept while maps may use them).
+    zeros: Mutex<HashMap<u64, tile_runtime::DeviceBuffer>>,
 }
 
 /// The most distinct maps kept; past it the table starts over (maps are cheap to encode).
@@ -129,7 +153,24 @@ impl TensorMapCache {
         if let Some(m) = maps.get(r) {
             return Ok(**m);
         }
-        let m = gpu.encode_tensor_map(r)?;
+        let m = if r.addr == 0 {
+            // An empty tensor's map (see `request`): one box of zeros.
+            let bytes = r.elem.bytes() * r.dims().iter().product::<u64>();
+            let mut zeros = self.zeros.lock().unwrap_or_else(|e| e.into_inner());
+            let buf = match zeros.get(&bytes) {
+                Some(b) => b,
+                None => {
+                    let b = gpu.zeros(bytes as usize)?;
+                    zeros.entry(bytes).or_insert(b)
+                }
+            };
+            gpu.encode_tensor_map(&TensorMapRequest {
+                addr: buf.device_ptr(),
+                ..*r
+            })?
+        } else {
+            gpu.encode_tensor_map(r)?
+        };
         if maps.len() >= MAX_MAPS {
             maps.clear();
         }
@@ -161,8 +202,11 @@ mod tests {
         assert_eq!(r.dims(), &[200, 300]);
         assert_eq!(r.strides(), &[400]);
         assert_eq!(r.addr, 0x1000);
-        let zero = |p: usize| [None, None, Some(0i64), Some(200), Some(200)][p];
-        assert!(request(&map, &zero, &addrs).unwrap_err().contains("non-empty"));
+        // An empty tensor: one box of a zeroed buffer (address filled in by the cache).
+        let zero = |p: usize| [None, None, Some(0i64), Some(0), Some(0)][p];
+        let r = request(&map, &zero, &addrs).unwrap();
+        assert_eq!((r.addr, r.dims(), r.strides()), (0, &[64u64, 128][..], &[128u64][..]));
+        assert_eq!(r.check(), Ok(()));
         let no_buffer = |_: usize| None;
         assert!(request(&map, &ints, &no_buffer).unwrap_err().contains("not a buffer"));
     }

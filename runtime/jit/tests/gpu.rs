@@ -366,7 +366,13 @@ fn tensor_maps_through_the_jit() {
     let jit = Jit::new(&g, Source::Static(DESCRIPTORS), opts(&cache)).unwrap();
     // Aligned rows: both operands through the TMA engine; ragged M and a K that ends in a partial
     // block exercise the zero fill.
-    for (m, n, k, seed) in [(200, 256, 192, 1), (128, 384, 64, 2), (77, 128, 320, 3)] {
+    // K = 0: empty A and B (C = 0), their maps read a zeroed box.
+    for (m, n, k, seed) in [
+        (200, 256, 192, 1),
+        (128, 384, 64, 2),
+        (77, 128, 320, 3),
+        (64, 128, 0, 6),
+    ] {
         let (got, want, maps) = run(&jit, m, n, k, seed);
         assert_eq!(maps, 2, "{m}x{n}x{k}: both descriptors should be copied by TMA");
         assert_eq!(got, want, "{m}x{n}x{k}");

@@ -254,8 +254,8 @@ pub(super) fn tensor_descriptor(cx: &mut Cx<'_>, _name: &str, a: Args, _span: Sp
                 .label("too many dimensions"),
         );
     }
-    let shape = index_list(cx, a.req(1), rank, "the shape")?;
-    let strides = index_list(cx, a.req(2), rank, "the strides")?;
+    let shape = index_list(cx, a.req(1), rank, "`shape`")?;
+    let strides = index_list(cx, a.req(2), rank, "`strides`")?;
     let wide = shape
         .iter()
         .chain(&strides)
@@ -280,10 +280,15 @@ fn index_list(cx: &mut Cx<'_>, (v, s): (Val, Span), rank: usize, what: &str) -> 
         other => vec![other],
     };
     if items.len() != rank {
+        let n = items.len();
         return cx.fail(
             Diagnostic::error(
                 s,
-                format!("{what} has {} entries, the block has {rank} dimensions", items.len()),
+                format!(
+                    "{what} has {n} entr{}, but the block has {rank} dimension{}",
+                    if n == 1 { "y" } else { "ies" },
+                    if rank == 1 { "" } else { "s" }
+                ),
             )
             .label(format!("expected {rank} entries, one per dimension")),
         );
@@ -302,13 +307,14 @@ fn index_list(cx: &mut Cx<'_>, (v, s): (Val, Span), rank: usize, what: &str) -> 
             Val::V(id) => id,
             other => {
                 let l = cx.describe(&other);
-                return cx.fail(Diagnostic::error(s, format!("{what} must be integers")).label(l));
+                return cx.fail(Diagnostic::error(s, format!("the entries of {what} must be integers")).label(l));
             }
         };
         let t = cx.ty(id).clone();
         if !t.is_scalar() || !t.dtype().is_some_and(|d| d.is_int()) {
             return cx.fail(
-                Diagnostic::error(s, format!("{what} must be scalar integers")).label(format!("an entry is {t}")),
+                Diagnostic::error(s, format!("the entries of {what} must be scalar integers"))
+                    .label(format!("an entry is {t}")),
             );
         }
         out.push(id);
@@ -320,7 +326,7 @@ fn index_list(cx: &mut Cx<'_>, (v, s): (Val, Span), rank: usize, what: &str) -> 
 /// (i64 when a coordinate needs it).
 fn block_coords(cx: &mut Cx<'_>, d: &std::rc::Rc<Desc>, coords: (Val, Span)) -> R<(Desc, Vec<ValueId>, DType)> {
     let s = coords.1;
-    let c = index_list(cx, coords, d.block.len(), "the coordinates")?;
+    let c = index_list(cx, coords, d.block.len(), "the coordinate list")?;
     let wide = c
         .iter()
         .any(|v| cx.ty(*v).dtype().is_some_and(|d| d.bits() > 32 || d == DType::U32));
