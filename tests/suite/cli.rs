@@ -69,6 +69,49 @@ fn compile_emits_ast_and_ir_and_binds_defines() {
 }
 
 #[test]
+fn compile_specialises_on_given_integer_arguments() {
+    // matmul_tma's descriptors take their innermost strides from arguments: only a launch
+    // with stride 1 (what `--arg` says) gets the TMA engine and its tensor maps.
+    let base = [
+        "compile",
+        &path("dsl-examples/matmul.tile"),
+        "--kernel",
+        "matmul_tma",
+        "--sm",
+        "90a",
+        "--emit",
+        "gir",
+        "--assume-aligned",
+    ];
+    let (code, out, err) = tilec(&base);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("tensor map"), "{out}");
+    let mut with_args = base.to_vec();
+    with_args.extend(["--arg", "stride_ak=1", "--arg", "stride_bn=1"]);
+    let (code, out, err) = tilec(&with_args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("TMA on mbarriers") && out.contains("tensor map 1"),
+        "{out}"
+    );
+    for (bad, says) in [
+        (
+            "stride=1",
+            "has no parameter `stride`; its integer parameters are: M, N, K",
+        ),
+        ("a=1", "`a` is *bf16, not an integer"),
+        ("K=x", "`x` is not an integer"),
+        ("K", "expected NAME=VALUE"),
+    ] {
+        let mut v = base.to_vec();
+        v.extend(["--arg", bad]);
+        let (code, _, err) = tilec(&v);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn verify_reports_errors_and_needs_a_backend() {
     let (code, out, err) = tilec(&["verify", "--interpret", &path("dsl-examples/vector_add.tile")]);
     assert_eq!(code, 0, "{out}{err}");

@@ -67,6 +67,10 @@ enum Command {
         /// arguments are multiples of 16 (what the JIT specialises on).
         #[arg(long)]
         assume_aligned: bool,
+        /// Compile as for a launch with this integer argument (repeatable): the JIT's facts
+        /// about it, equal to 1 or a multiple of 16, e.g. `--arg stride_ak=1 --arg K=4096`.
+        #[arg(long = "arg", value_name = "NAME=VALUE")]
+        args: Vec<String>,
         /// Write the PTX here instead of printing it: one module with every kernel's entry (or
         /// the one `--kernel` names); an existing directory, or a path ending in `/`, gets one
         /// NAME.ptx per kernel.
@@ -250,6 +254,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             output,
             timings,
             assume_aligned,
+            args,
             opt,
         } => cmd_compile(
             &file,
@@ -261,6 +266,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                 pins: (num_warps, num_stages),
                 config,
                 assume_aligned,
+                args,
                 rewrite: opt.options(),
                 output,
                 timings,
@@ -542,9 +548,52 @@ struct CompileArgs {
     pins: (Option<u32>, Option<u32>),
     config: ConfigArg,
     assume_aligned: bool,
+    /// `--arg NAME=VALUE`: integer arguments to specialise on.
+    args: Vec<String>,
     rewrite: Option<tile_opt::egraph::OptOptions>,
     output: Option<PathBuf>,
     timings: bool,
+}
+
+/// What `tilec compile` assumes about a launch: `--assume-aligned` (16-byte pointers, integers
+/// multiples of 16) and each `--arg NAME=VALUE` (that integer's own facts).
+fn specialization(k: &Kernel, aligned: bool, args: &[String]) -> anyhow::Result<Vec<tile_driver::ArgSpec>> {
+    let mut spec = if aligned {
+        vec![tile_driver::ArgSpec::of_ptr(0); k.params.len()]
+    } else {
+        vec![tile_driver::ArgSpec::default(); k.params.len()]
+    };
+    let ints: Vec<&str> = k
+        .params
+        .iter()
+        .filter(|p| p.elem.dtype().is_some_and(|d| d.is_int()))
+        .map(|p| p.name.as_str())
+        .collect();
+    for a in args {
+        let (name, value) = a
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("`--arg {a}`: expected NAME=VALUE, e.g. `--arg stride_ak=1`"))?;
+        let value: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("`--arg {a}`: `{value}` is not an integer"))?;
+        let i = k.params.iter().position(|p| p.name == name.trim()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "`--arg {a}`: kernel `{}` has no parameter `{name}`; its integer parameters are: {}",
+                k.name,
+                ints.join(", ")
+            )
+        })?;
+        if !ints.contains(&name.trim()) {
+            anyhow::bail!(
+                "`--arg {a}`: `{name}` is {}, not an integer; integer parameters are: {}",
+                k.params[i].elem,
+                ints.join(", ")
+            );
+        }
+        spec[i] = tile_driver::ArgSpec::of_int(value);
+    }
+    Ok(spec)
 }
 
 fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
@@ -630,11 +679,7 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             target: target.clone(),
             num_warps: c.config.num_warps,
             num_stages: c.config.num_stages,
-            specialization: if a.assume_aligned {
-                vec![tile_driver::ArgSpec::of_ptr(0); c.ir.params.len()]
-            } else {
-                Vec::new()
-            },
+            specialization: specialization(&c.ir, a.assume_aligned, &a.args)?,
         };
         if emit.contains(&Stage::Gir) {
             // The plan the lowering follows: after the choice of TMA block loads.
