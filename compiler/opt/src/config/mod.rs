@@ -575,7 +575,9 @@ pub fn choose_on(
     // warps, then to a wgmma kept in flight across iterations (matmul: 596 against 564
     // TFLOP/s), then to larger TMA stages (fewer mbarrier round trips: matmul_tma with 48 KB
     // stages 743 against 575 TFLOP/s with 24 KB at 4096³), then fewer stages (attention: 2
-    // stages measured faster than 3), then enumeration order (docs/gpu.md).
+    // stages measured faster than 3), then enumeration order (docs/gpu.md). (cp.async matmul
+    // with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for some
+    // launches: the tie-break stays TMA-only.)
     let mut best: Option<usize> = None;
     for (i, c) in cands.iter().enumerate() {
         if !c.feasible() {
