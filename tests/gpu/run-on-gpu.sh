@@ -7,7 +7,12 @@
 # Verifies every example (against its reference and the interpreter), every file of tests/gpu/
 # (against the interpreter, zero tolerance) and, when given, a folder of generated kernels
 # (tests/gen.rs: `TILE_GEN_DIR=DIR cargo test --release -p tile-tests --test suite
-# write_generated_kernels -- --ignored`). Logs go to OUTDIR; the summary lines are printed.
+# write_generated_kernels -- --ignored`). With JIT_TESTS set to the tile-jit GPU test binary
+# (`cargo test --release -p tile-jit --test gpu --no-run` prints its path; copy it next to
+# tilec), its ignored tests run too (the JIT on the GPU: tensor maps, caches, launches), and
+# with SANITIZE=1 compute-sanitizer's memcheck, racecheck and synccheck run over
+# tests/gpu/descriptors.tile and tests/gpu/tensor_cores.tile. Logs go to OUTDIR; the summary
+# lines are printed.
 set -u
 out=${1:?usage: bash tests/gpu/run-on-gpu.sh OUTDIR [GENERATED_DIR]}
 gen=${2:-}
@@ -22,5 +27,15 @@ echo "tests/gpu: $(grep '^verify:' "$out/verify-tests-gpu.log")"
 if [ -n "$gen" ]; then
   timeout 300 $tilec verify "$gen"/*.tile > "$out/verify-generated.log" 2>&1
   echo "generated ($(ls "$gen"/*.tile | wc -l) files): $(grep '^verify:' "$out/verify-generated.log")"
+fi
+if [ -n "${JIT_TESTS:-}" ]; then
+  timeout 200 "$JIT_TESTS" --ignored --test-threads 1 > "$out/jit-gpu-tests.log" 2>&1
+  echo "tile-jit GPU tests: $(grep '^test result' "$out/jit-gpu-tests.log")"
+fi
+if [ "${SANITIZE:-0}" = 1 ]; then
+  for tool in memcheck racecheck synccheck; do
+    timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $tilec verify tests/gpu/descriptors.tile tests/gpu/tensor_cores.tile > "$out/sanitize-$tool.log" 2>&1
+    echo "$tool (exit $?): $(grep -h -E '^verify:|ERROR SUMMARY' "$out/sanitize-$tool.log" | tr '\n' ' ')"
+  done
 fi
 grep -h 'FAIL' "$out"/verify-*.log | head -20
