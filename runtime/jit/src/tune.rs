@@ -766,7 +766,7 @@ fn time_candidate(
     }
     let (compiled, f) = load(gpu, lowered)?;
     *registers = f.registers;
-    let t = match (&plan, &req.problem) {
+    let base: Vec<KernelArg<'_>> = match (&plan, &req.problem) {
         (Some(p), _) => {
             let shapes: Vec<(DType, usize)> = p
                 .args
@@ -790,34 +790,23 @@ fn time_candidate(
                 }
                 buffers.shapes = shapes;
             }
-            let args = crate::args::plan_args(&p.args, &buffers.bufs);
-            let maps = launch_maps(gpu, kernel, &compiled, &args)?;
-            let mut args = args;
-            args.extend(maps.iter().map(KernelArg::TensorMap));
-            gpu.time_kernel(
-                &f,
-                grid,
-                compiled.threads_per_block,
-                compiled.smem_bytes,
-                &args,
-                &opts.timing,
-            )?
+            crate::args::plan_args(&p.args, &buffers.bufs)
         }
-        (None, Problem::Launch { args, .. }) => {
-            let maps = launch_maps(gpu, kernel, &compiled, args)?;
-            let mut args = args.to_vec();
-            args.extend(maps.iter().map(KernelArg::TensorMap));
-            gpu.time_kernel(
-                &f,
-                grid,
-                compiled.threads_per_block,
-                compiled.smem_bytes,
-                &args,
-                &opts.timing,
-            )?
-        }
+        (None, Problem::Launch { args, .. }) => args.to_vec(),
         (None, Problem::Case { .. }) => unreachable!("a case always has a plan"),
     };
+    // Kernels reading descriptors through the TMA engine take their tensor maps last.
+    let maps = launch_maps(gpu, kernel, &compiled, &base)?;
+    let mut args = base;
+    args.extend(maps.iter().map(KernelArg::TensorMap));
+    let t = gpu.time_kernel(
+        &f,
+        grid,
+        compiled.threads_per_block,
+        compiled.smem_bytes,
+        &args,
+        &opts.timing,
+    )?;
     seen.insert(seen_key, (t.median(), f.registers));
     Ok(t.median())
 }

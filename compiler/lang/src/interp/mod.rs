@@ -835,13 +835,7 @@ impl Machine<'_> {
         let m = mask.then(|| self.get(op.operands[1]).elems());
         let o = other.then(|| self.get(op.operands[1 + mask as usize]).elems());
         let d = self.k.ty(op.results[0]).dtype().unwrap();
-        let zero = if d.is_float() {
-            Scalar::F(0.0)
-        } else if d.is_bool() {
-            Scalar::B(false)
-        } else {
-            Scalar::I(0)
-        };
+        let zero = Scalar::zero(d);
         let mut out = Vec::with_capacity(ps.len());
         for (i, ptr) in ps.iter().enumerate() {
             if m.is_some_and(|m| m[i] == Scalar::B(false)) {
@@ -893,13 +887,7 @@ impl Machine<'_> {
     fn load_block(&self, op: &Op) -> Result<Tile, InterpError> {
         let (ptrs, shape) = self.block_elements(op);
         let d = self.k.ty(op.results[0]).dtype().unwrap();
-        let zero = if d.is_float() {
-            Scalar::F(0.0)
-        } else if d.is_bool() {
-            Scalar::B(false)
-        } else {
-            Scalar::I(0)
-        };
+        let zero = Scalar::zero(d);
         let mut out = Vec::with_capacity(ptrs.len());
         for (i, p) in ptrs.iter().enumerate() {
             out.push(match p {

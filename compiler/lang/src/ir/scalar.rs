@@ -90,6 +90,17 @@ pub enum Scalar {
 }
 
 impl Scalar {
+    /// Zero of dtype `d` (`false` for bool): what a masked or out-of-bounds load reads.
+    pub fn zero(d: DType) -> Scalar {
+        if d.is_float() {
+            Scalar::F(0.0)
+        } else if d.is_bool() {
+            Scalar::B(false)
+        } else {
+            Scalar::I(0)
+        }
+    }
+
     pub fn from_const(c: ConstValue) -> Scalar {
         match c {
             ConstValue::Int(i) => Scalar::I(i),
