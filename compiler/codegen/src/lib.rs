@@ -9,7 +9,8 @@
 //! `layout.rs`) unless the plan gives it another (a tensor-core accumulator, a reduced or
 //! recomputed one); `dot`s with a `MmaPlan` run on `mma.sync` with `ldmatrix` or, on sm_90a, on
 //! `wgmma.mma_async` through shared-memory descriptors; loops feeding them are pipelined with
-//! `cp.async`, and operands in the wrong layout are converted. Elementwise ops stay in
+//! `cp.async`, or for tensor-descriptor loads on sm_90a with the TMA engine on mbarriers
+//! (`tile_gir::tma`), and operands in the wrong layout are converted. Elementwise ops stay in
 //! registers, axis reductions run in their operand's layout (shuffles, and shared memory only
 //! between warps); other data movement (tile broadcasts of loaded values, scans, transposes)
 //! goes through shared memory.
