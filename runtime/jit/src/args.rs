@@ -33,8 +33,17 @@ impl std::fmt::Display for ParamSig {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum ArgKind {
-    Buffer { addr: u64, dtype: DType, mutable: bool },
-    Scalar { dtype: DType, bits: u64 },
+    /// `bytes`: the buffer's length, for the checks tensor maps get at launch.
+    Buffer {
+        addr: u64,
+        bytes: u64,
+        dtype: DType,
+        mutable: bool,
+    },
+    Scalar {
+        dtype: DType,
+        bits: u64,
+    },
 }
 
 /// One launch argument: a view of a device tensor (read-only or mutable) or a scalar of a
@@ -58,6 +67,7 @@ impl<'a> Arg<'a> {
     pub fn buf<T: Element>(t: &'a DeviceTensor<T>) -> Arg<'a> {
         Arg::new(ArgKind::Buffer {
             addr: t.device_ptr(),
+            bytes: (t.len() * T::DTYPE.bytes()) as u64,
             dtype: T::DTYPE,
             mutable: false,
         })
@@ -67,6 +77,7 @@ impl<'a> Arg<'a> {
     pub fn buf_mut<T: Element>(t: &'a mut DeviceTensor<T>) -> Arg<'a> {
         Arg::new(ArgKind::Buffer {
             addr: t.device_ptr(),
+            bytes: (t.len() * T::DTYPE.bytes()) as u64,
             dtype: T::DTYPE,
             mutable: true,
         })
@@ -149,7 +160,12 @@ impl<'a> Arg<'a> {
     /// A buffer argument at a made-up address, for checking tests that have no GPU.
     #[cfg(test)]
     pub(crate) fn fake_buffer(dtype: DType, mutable: bool, addr: u64) -> Arg<'static> {
-        Arg::new(ArgKind::Buffer { addr, dtype, mutable })
+        Arg::new(ArgKind::Buffer {
+            addr,
+            bytes: u64::MAX,
+            dtype,
+            mutable,
+        })
     }
 }
 

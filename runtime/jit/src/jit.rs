@@ -379,7 +379,7 @@ impl JitKernel {
                 _ => None,
             };
             let addr = |p: usize| match args.get(p)?.kind {
-                args::ArgKind::Buffer { addr, .. } => Some(addr),
+                args::ArgKind::Buffer { addr, bytes, .. } => Some((addr, bytes)),
                 _ => None,
             };
             for (slot, m) in maps.iter_mut().zip(&loaded.tensor_maps) {

@@ -9,12 +9,13 @@ use tile_driver::tma::{HostInt, TensorMap};
 use tile_lang::ir::{DType, Elem};
 use tile_runtime::{Gpu, KernelArg, RuntimeError, TensorMapRequest, TmaElem};
 
-/// The request for `map` given the launch's integer arguments and buffer addresses (by
-/// parameter index; `None` where the parameter is not of that kind).
+/// The request for `map` given the launch's integer arguments and buffers (address and length
+/// in bytes) by parameter index (`None` where the parameter is not of that kind). A shape and
+/// strides that reach past the end of the buffer are an error: the TMA engine would read there.
 pub fn request(
     map: &TensorMap,
     int: &dyn Fn(usize) -> Option<i64>,
-    addr: &dyn Fn(usize) -> Option<u64>,
+    buffer: &dyn Fn(usize) -> Option<(u64, u64)>,
 ) -> Result<TensorMapRequest, String> {
     let value = |h: &HostInt, what: &str| -> Result<i64, String> {
         match h {
@@ -77,7 +78,27 @@ pub fn request(
         }
         strides[i] = v as u64 * elem.bytes();
     }
-    let addr = addr(map.base).ok_or_else(|| format!("the base is argument {}, which is not a buffer", map.base))?;
+    let (addr, len) =
+        buffer(map.base).ok_or_else(|| format!("the base is argument {}, which is not a buffer", map.base))?;
+    // The last byte an in-bounds element occupies.
+    let mut last = elem.bytes() as u128;
+    for i in 0..rank {
+        let stride = if i == 0 { elem.bytes() } else { strides[i - 1] };
+        last += (dims[i] - 1) as u128 * stride as u128;
+    }
+    if last > len as u128 {
+        let outer_first = |v: &[u64]| v.iter().rev().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+        let elem_strides: Vec<u64> = std::iter::once(1)
+            .chain(strides[..rank - 1].iter().map(|s| s / elem.bytes()))
+            .collect();
+        return Err(format!(
+            "the tensor descriptor over argument {} (shape [{}], strides [{}] elements) reaches {last} bytes \
+             into a buffer of {len} bytes; its shape and strides must stay inside the buffer",
+            map.base,
+            outer_first(&dims[..rank]),
+            outer_first(&elem_strides),
+        ));
+    }
     Ok(TensorMapRequest {
         elem,
         addr,
@@ -109,7 +130,7 @@ pub fn encode_for_args(
         d.is_int().then(|| crate::args::int_value(d, bits))
     };
     let addr = |p: usize| match args.get(p)? {
-        KernelArg::Buffer(b) => Some(b.device_ptr()),
+        KernelArg::Buffer(b) => Some((b.device_ptr(), b.len as u64)),
         _ => None,
     };
     maps.iter()
@@ -197,7 +218,7 @@ mod tests {
             .parse()
             .unwrap();
         let ints = |p: usize| [None, None, Some(300i64), Some(200), Some(200)][p];
-        let addrs = |p: usize| (p == 0).then_some(0x1000u64);
+        let addrs = |p: usize| (p == 0).then_some((0x1000u64, 300 * 200 * 2));
         let r = request(&map, &ints, &addrs).unwrap();
         assert_eq!(r.dims(), &[200, 300]);
         assert_eq!(r.strides(), &[400]);
@@ -207,6 +228,15 @@ mod tests {
         let r = request(&map, &zero, &addrs).unwrap();
         assert_eq!((r.addr, r.dims(), r.strides()), (0, &[64u64, 128][..], &[128u64][..]));
         assert_eq!(r.check(), Ok(()));
+        // A buffer smaller than the shape and strides describe.
+        let short = |p: usize| (p == 0).then_some((0x1000u64, 300 * 200 * 2 - 1));
+        let e = request(&map, &ints, &short).unwrap_err();
+        assert!(
+            e.contains(
+                "shape [300, 200], strides [200, 1] elements) reaches 120000 bytes into a buffer of 119999 bytes"
+            ),
+            "{e}"
+        );
         let no_buffer = |_: usize| None;
         assert!(request(&map, &ints, &no_buffer).unwrap_err().contains("not a buffer"));
     }
