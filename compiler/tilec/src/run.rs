@@ -157,50 +157,17 @@ fn read_npy(path: &Path, dtype: DType) -> Result<Vec<Scalar>, String> {
             .collect()
     };
     use npyz::TypeChar::{Bool, Float, Int, Uint};
+    let int = |d: DType| d.is_int() && !d.is_bool();
     match (kind, size, dtype) {
-        (Float, 4, d) if d.is_float() => Ok(floats(
-            npy.into_vec::<f32>()
-                .map_err(what)?
-                .into_iter()
-                .map(f64::from)
-                .collect(),
-        )),
-        (Float, 8, d) if d.is_float() => Ok(floats(npy.into_vec::<f64>().map_err(what)?)),
-        (Int, 1, d) if d.is_int() && !d.is_bool() => {
-            ints(npy.into_vec::<i8>().map_err(what)?.into_iter().map(i64::from).collect())
-        }
-        (Int, 2, d) if d.is_int() && !d.is_bool() => ints(
-            npy.into_vec::<i16>()
-                .map_err(what)?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-        ),
-        (Int, 4, d) if d.is_int() && !d.is_bool() => ints(
-            npy.into_vec::<i32>()
-                .map_err(what)?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-        ),
-        (Int, 8, d) if d.is_int() && !d.is_bool() => ints(npy.into_vec::<i64>().map_err(what)?),
-        (Uint, 1, d) if d.is_int() && !d.is_bool() => {
-            ints(npy.into_vec::<u8>().map_err(what)?.into_iter().map(i64::from).collect())
-        }
-        (Uint, 2, d) if d.is_int() && !d.is_bool() => ints(
-            npy.into_vec::<u16>()
-                .map_err(what)?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-        ),
-        (Uint, 4, d) if d.is_int() && !d.is_bool() => ints(
-            npy.into_vec::<u32>()
-                .map_err(what)?
-                .into_iter()
-                .map(i64::from)
-                .collect(),
-        ),
+        (Float, 4, d) if d.is_float() => Ok(floats(widened::<f32, f64>(npy).map_err(what)?)),
+        (Float, 8, d) if d.is_float() => Ok(floats(widened::<f64, f64>(npy).map_err(what)?)),
+        (Int, 1, d) if int(d) => ints(widened::<i8, i64>(npy).map_err(what)?),
+        (Int, 2, d) if int(d) => ints(widened::<i16, i64>(npy).map_err(what)?),
+        (Int, 4, d) if int(d) => ints(widened::<i32, i64>(npy).map_err(what)?),
+        (Int, 8, d) if int(d) => ints(widened::<i64, i64>(npy).map_err(what)?),
+        (Uint, 1, d) if int(d) => ints(widened::<u8, i64>(npy).map_err(what)?),
+        (Uint, 2, d) if int(d) => ints(widened::<u16, i64>(npy).map_err(what)?),
+        (Uint, 4, d) if int(d) => ints(widened::<u32, i64>(npy).map_err(what)?),
         (Bool, 1, DType::Bool) => Ok(npy
             .into_vec::<bool>()
             .map_err(what)?
@@ -212,6 +179,11 @@ fn read_npy(path: &Path, dtype: DType) -> Result<Vec<Scalar>, String> {
             path.display()
         )),
     }
+}
+
+/// The elements of a `.npy` of `T`s, each widened losslessly to `U`.
+fn widened<T: npyz::Deserialize, U: From<T>>(npy: npyz::NpyFile<&[u8]>) -> std::io::Result<Vec<U>> {
+    Ok(npy.into_vec::<T>()?.into_iter().map(U::from).collect())
 }
 
 /// Writes `data` (elements of `dtype`) as a C-order `.npy` of `shape`. f16 and bf16 go out as
