@@ -14,6 +14,18 @@ impl<'c> Lowering<'c, '_> {
     fn map(&mut self, op: &Op, f: &dyn Fn(&Self, &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>>) -> R<()> {
         let ins: Vec<Vec<BasicValueEnum<'c>>> = op.operands.iter().map(|v| self.elems(*v)).collect();
         let n = ins[0].len();
+        // The operands of an elementwise op on tiles hold one element per slot of one layout.
+        if let Some((i, x)) = ins.iter().enumerate().find(|(_, x)| x.len() != n) {
+            return Err(CodegenError::unsupported(
+                format!(
+                    "operands in different layouts (operand {i}, %{}, holds {} elements per thread; operand 0 holds {n})",
+                    op.operands[i].0,
+                    x.len()
+                ),
+                op.kind.name(),
+                op.loc,
+            ));
+        }
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let args: Vec<_> = ins.iter().map(|x| x[i]).collect();

@@ -22,6 +22,14 @@ impl<'c> Lowering<'c, '_> {
     }
 
     pub(super) fn arange(&mut self, op: &Op, start: i64) -> R<()> {
+        // An index tile the plan computes in another layout (the layout of the elementwise op
+        // that uses it, see `GpuPlan::propagate`): its element at each of that layout's slots.
+        if self.plan.layouts.contains_key(&op.results[0]) {
+            let lin = self.lin(op.results[0]);
+            let r = self.recompute_in(op.results[0], &lin)?;
+            self.set(op.results[0], r);
+            return Ok(());
+        }
         let lay = self.layout(self.k.ty(op.results[0]));
         let mut out = Vec::new();
         for i in 0..lay.per_thread() {
