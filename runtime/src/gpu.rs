@@ -1,12 +1,14 @@
-//! The GPU: one context and one stream, modules loaded from PTX or cubin, byte buffers and
-//! launches. Everything that touches the driver goes through this crate (typed tensors in
-//! `tile-jit` through [`Gpu::stream`]).
+//! The GPU: its context, its default stream, its memory pool, modules loaded from PTX or cubin,
+//! and launches. Everything that touches the driver goes through this crate.
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute_enum as Attr;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, LaunchConfig, PushKernelArg};
+
+use crate::memory::{Counter, DeviceBuffer};
+use crate::stream::Stream;
 
 /// The driver's handle of a loaded kernel.
 pub type CuFunction = cudarc::driver::sys::CUfunction;
@@ -23,6 +25,25 @@ pub enum RuntimeError {
     TensorMap(String),
     #[error("cannot copy {got} elements into a device tensor of {expected}; the lengths must match")]
     Length { expected: usize, got: usize },
+    #[error("out of GPU memory: a {what} of {requested} bytes ({}) does not fit; {free} bytes ({}) of {total} ({}) are free", mib(*.requested), mib(*.free), mib(*.total))]
+    OutOfMemory {
+        what: &'static str,
+        requested: usize,
+        free: usize,
+        total: usize,
+    },
+    #[error(
+        "a growable buffer cannot grow to {want} bytes: it reserved {reserved}; reserve more addresses up front (they cost no memory)"
+    )]
+    Reservation { want: usize, reserved: usize },
+    #[error("a chunk of {chunk} bytes is not a multiple of this GPU's allocation granularity of {granularity} bytes")]
+    Chunk { chunk: usize, granularity: usize },
+    #[error("graph capture: {0}")]
+    Capture(String),
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
 /// A cudarc driver result as this crate's error.
@@ -32,18 +53,39 @@ pub fn driver_result<T>(r: Result<T, cudarc::driver::DriverError>) -> Result<T, 
 
 pub(crate) use driver_result as drv;
 
-/// A GPU with one stream. Cloning is cheap and shares the context and the stream.
+/// What every clone of a [`Gpu`] shares.
+pub(crate) struct Shared {
+    /// The device's default memory pool, behind every [`DeviceBuffer`].
+    pub(crate) pool: cudarc::driver::sys::CUmemoryPool,
+    /// Live allocations made through this runtime (see [`Gpu::live_allocations`]).
+    pub(crate) allocations: Arc<Counter>,
+}
+
+// SAFETY: the pool handle is a driver object usable from any thread.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// A GPU: its context, a default stream, and its memory pool. Cloning is cheap and shares all
+/// three. Work goes to the default stream unless a [`Stream`] is given.
 #[derive(Clone)]
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
-    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) stream: Stream,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Gpu {
-    /// The cudarc stream every launch and copy goes to, for typed memory built on this layer.
-    pub fn stream(&self) -> &Arc<CudaStream> {
+    /// The default stream: the context's legacy stream, which waits for (and is waited for by)
+    /// blocking streams. Capture graphs on a stream of their own ([`Gpu::new_stream`]).
+    pub fn stream(&self) -> &Stream {
         &self.stream
     }
+}
+
+thread_local! {
+    /// The context this runtime last made current on this thread, so that launches skip asking
+    /// the driver (a launch that fails because other code changed it binds and retries).
+    static BOUND: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Machine code or PTX for the driver to load.
@@ -69,20 +111,6 @@ impl Function {
     }
 }
 
-/// Device memory (bytes).
-#[derive(Debug)]
-pub struct DeviceBuffer {
-    slice: CudaSlice<u8>,
-    pub len: usize,
-}
-
-impl DeviceBuffer {
-    /// The device address of the first byte.
-    pub fn device_ptr(&self) -> u64 {
-        self.slice.device_ptr(&self.slice.stream().clone()).0
-    }
-}
-
 /// One kernel argument, typed as the kernel's parameter.
 #[derive(Clone, Copy, Debug)]
 pub enum KernelArg<'a> {
@@ -105,8 +133,21 @@ impl Gpu {
             return Err(RuntimeError::NoDriver);
         }
         let ctx = drv(CudaContext::new(ordinal))?;
-        let stream = ctx.default_stream();
-        Ok(Gpu { ctx, stream })
+        let stream = Stream::wrap(ctx.default_stream());
+        // SAFETY: reads the device's default pool handle.
+        let pool = drv(unsafe { cudarc::driver::result::device::get_default_mem_pool(ctx.cu_device()) })?;
+        let gpu = Gpu {
+            ctx,
+            stream,
+            shared: Arc::new(Shared {
+                pool,
+                allocations: Arc::new(Counter::default()),
+            }),
+        };
+        // Keep freed memory in the pool: with the driver's default (0), every synchronisation
+        // hands it back and the next allocation pays for it again.
+        gpu.set_pool_release_threshold(u64::MAX)?;
+        Ok(gpu)
     }
 
     pub fn name(&self) -> String {
@@ -160,46 +201,6 @@ impl Gpu {
         })
     }
 
-    pub fn upload(&self, bytes: &[u8]) -> Result<DeviceBuffer, RuntimeError> {
-        // A zero-length allocation is not allowed; keep one byte nothing reads.
-        let data: Vec<u8> = if bytes.is_empty() { vec![0] } else { bytes.to_vec() };
-        let slice = drv(self.stream.clone_htod(&data))?;
-        Ok(DeviceBuffer {
-            slice,
-            len: bytes.len(),
-        })
-    }
-
-    pub fn download(&self, buf: &DeviceBuffer) -> Result<Vec<u8>, RuntimeError> {
-        let mut v = drv(self.stream.clone_dtoh(&buf.slice))?;
-        v.truncate(buf.len);
-        Ok(v)
-    }
-
-    /// `bytes` zero bytes of device memory.
-    pub fn zeros(&self, bytes: usize) -> Result<DeviceBuffer, RuntimeError> {
-        // A zero-length allocation is not allowed; keep one byte nothing reads.
-        let slice = drv(self.stream.alloc_zeros::<u8>(bytes.max(1)))?;
-        Ok(DeviceBuffer { slice, len: bytes })
-    }
-
-    /// Copies `buf` into `out` (of `buf.len` bytes) after everything enqueued before, and
-    /// synchronises, so that a kernel's error surfaces here.
-    pub fn download_into(&self, buf: &DeviceBuffer, out: &mut [u8]) -> Result<(), RuntimeError> {
-        if !out.is_empty() {
-            drv(self.stream.memcpy_dtoh(&buf.slice.slice(..out.len()), out))?;
-        }
-        self.synchronize()
-    }
-
-    /// Overwrites the start of `buf` with `bytes`, in stream order.
-    pub fn upload_into(&self, buf: &mut DeviceBuffer, bytes: &[u8]) -> Result<(), RuntimeError> {
-        if !bytes.is_empty() {
-            drv(self.stream.memcpy_htod(bytes, &mut buf.slice.slice_mut(..bytes.len())))?;
-        }
-        Ok(())
-    }
-
     /// Launches `f` on `grid` blocks of `block` threads and waits for it to finish.
     pub fn launch(
         &self,
@@ -226,15 +227,38 @@ impl Gpu {
         dynamic_smem: u32,
         args: &[KernelArg<'_>],
     ) -> Result<(), RuntimeError> {
+        self.launch_async_on(&self.stream, f, grid, block, dynamic_smem, args)
+    }
+
+    /// [`Gpu::launch_async`] on `stream`.
+    pub fn launch_async_on(
+        &self,
+        stream: &Stream,
+        f: &Function,
+        grid: [u32; 3],
+        block: u32,
+        dynamic_smem: u32,
+        args: &[KernelArg<'_>],
+    ) -> Result<(), RuntimeError> {
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (block, 1, 1),
             shared_mem_bytes: dynamic_smem,
         };
-        let mut b = self.stream.launch_builder(&f.func);
-        for a in args {
+        let mut b = stream.inner.cu.launch_builder(&f.func);
+        let ptrs: Vec<u64> = args
+            .iter()
+            .map(|a| match a {
+                KernelArg::Buffer(d) => {
+                    d.used_on(stream);
+                    d.device_ptr()
+                }
+                _ => 0,
+            })
+            .collect();
+        for (a, p) in args.iter().zip(&ptrs) {
             match a {
-                KernelArg::Buffer(d) => b.arg(&d.slice),
+                KernelArg::Buffer(_) => b.arg(p),
                 KernelArg::U8(v) => b.arg(v),
                 KernelArg::U16(v) => b.arg(v),
                 KernelArg::U32(v) => b.arg(v),
@@ -249,13 +273,18 @@ impl Gpu {
         drv(unsafe { b.launch(cfg) }.map(|_| ()))
     }
 
-    /// Waits for everything enqueued so far; reports the first error a kernel raised.
+    /// Waits for everything enqueued so far on the default stream; reports the first error a
+    /// kernel raised.
     pub fn synchronize(&self) -> Result<(), RuntimeError> {
-        drv(self.stream.synchronize())
+        self.stream.synchronize()
     }
 
-    /// The driver's handle of the stream every launch and copy goes to (the context's default
-    /// stream), for code that calls the driver API itself.
+    /// Waits for everything enqueued on every stream of this GPU.
+    pub fn synchronize_all(&self) -> Result<(), RuntimeError> {
+        drv(self.ctx.synchronize())
+    }
+
+    /// The driver's handle of the default stream, for code that calls the driver API itself.
     pub fn cu_stream(&self) -> cudarc::driver::sys::CUstream {
         self.stream.cu_stream()
     }
@@ -268,23 +297,53 @@ impl Gpu {
     /// must stay allocated until the kernel has run (stream-ordered frees guarantee that).
     pub unsafe fn launch_raw(
         &self,
+        stream: &Stream,
         f: &Function,
         grid: [u32; 3],
         block: u32,
         dynamic_smem: u32,
         params: &mut [*mut c_void],
     ) -> Result<(), RuntimeError> {
-        // Launches may come from any thread; the context must be current on this one.
-        drv(self.ctx.bind_to_thread())?;
-        drv(unsafe {
+        // Launches may come from any thread; the context must be current on this one. The
+        // thread remembers the context it bound last, so the usual launch asks the driver
+        // nothing; if other code switched contexts since, the launch fails and is retried.
+        let ctx = self.ctx.cu_ctx() as usize;
+        let bound = BOUND.with(|b| b.get()) == ctx;
+        if !bound {
+            self.bind()?;
+        }
+        // SAFETY: the caller vouches for the parameters.
+        let mut launch = || unsafe {
             cudarc::driver::result::launch_kernel(
                 f.func.cu_function(),
                 (grid[0], grid[1], grid[2]),
                 (block, 1, 1),
                 dynamic_smem,
-                self.stream.cu_stream(),
+                stream.cu_stream(),
                 params,
             )
-        })
+        };
+        match launch() {
+            Err(e) if bound && is_context_error(&e) => {
+                self.bind()?;
+                drv(launch())
+            }
+            r => drv(r),
+        }
     }
+
+    /// Makes this GPU's context current on the calling thread.
+    pub fn bind(&self) -> Result<(), RuntimeError> {
+        drv(self.ctx.bind_to_thread())?;
+        BOUND.with(|b| b.set(self.ctx.cu_ctx() as usize));
+        Ok(())
+    }
+}
+
+fn is_context_error(e: &cudarc::driver::DriverError) -> bool {
+    use cudarc::driver::sys::CUresult as R;
+    matches!(
+        e.0,
+        R::CUDA_ERROR_INVALID_CONTEXT | R::CUDA_ERROR_INVALID_HANDLE | R::CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
 }

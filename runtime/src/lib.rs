@@ -1,12 +1,21 @@
-//! The GPU runtime: one device with one stream, modules loaded from PTX or cubin, byte buffers,
-//! launches and CUDA-event timing, through cudarc (the driver is loaded at run time, so this
+//! The GPU runtime: a device with its streams and events, modules loaded from PTX or cubin,
+//! launches, pool-allocated device buffers, pinned host buffers, growable buffers on virtual
+//! memory, CUDA Graphs, and CUDA-event timing, through cudarc (the driver is loaded at run time, so this
 //! builds and its errors are clean on machines without CUDA). It knows nothing of the tile
 //! language: the JIT, typed tensors and the tuner (`tile-jit`) sit on top of it.
 
 mod gpu;
+mod graph;
+mod memory;
+mod stream;
 mod timing;
 mod tma;
+pub mod vmm;
 
-pub use gpu::{CuFunction, DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, driver_result};
+pub use gpu::{CuFunction, Function, Gpu, Image, KernelArg, RuntimeError, driver_result};
+pub use graph::{Capture, Graph, GraphNode};
+pub use memory::{DeviceBuffer, Memory, PinnedBuffer};
+pub use stream::{Event, Stream};
 pub use timing::{TimingOptions, Timings};
 pub use tma::{TensorMap, TensorMapRequest, TmaElem};
+pub use vmm::GrowableBuffer;

@@ -2,9 +2,8 @@
 //! warm-up, with the L2 cache flushed before every timed run, and the device-to-device copy
 //! bandwidth measured the same way (the ceiling memory-bound kernels are compared with).
 
-use cudarc::driver::sys::CUevent_flags;
-
-use crate::gpu::{DeviceBuffer, Function, Gpu, KernelArg, RuntimeError, drv};
+use crate::gpu::{Function, Gpu, KernelArg, RuntimeError};
+use crate::memory::DeviceBuffer;
 
 /// How to time: runs after warm-up, and the size of the buffer written to evict the L2 cache.
 #[derive(Clone, Copy, Debug)]
@@ -65,7 +64,7 @@ impl Gpu {
         opts: &TimingOptions,
     ) -> Result<Timings, RuntimeError> {
         let flush = if opts.flush_bytes > 0 {
-            Some(drv(self.stream.alloc_zeros::<u8>(opts.flush_bytes))?)
+            Some(self.zeros(opts.flush_bytes)?)
         } else {
             None
         };
@@ -81,18 +80,18 @@ impl Gpu {
     /// L2 flushed before each run), in GB/s. A small case cannot reach a large copy's rate.
     pub fn copy_bandwidth_like(&self, bytes: usize, opts: &TimingOptions) -> Result<f64, RuntimeError> {
         let half = (bytes / 2).max(4);
-        let src = drv(self.stream.alloc_zeros::<u8>(half))?;
-        let mut dst = drv(self.stream.alloc_zeros::<u8>(half))?;
+        let src = self.zeros(half)?;
+        let mut dst = self.zeros(half)?;
         for _ in 0..opts.warmup {
-            drv(self.stream.memcpy_dtod(&src, &mut dst))?;
+            self.copy_on(&self.stream, &src, &mut dst)?;
         }
         let flush = if opts.flush_bytes > 0 {
-            Some(drv(self.stream.alloc_zeros::<u8>(opts.flush_bytes))?)
+            Some(self.zeros(opts.flush_bytes)?)
         } else {
             None
         };
         let cell = std::cell::RefCell::new(dst);
-        let copy = |g: &Gpu| drv(g.stream.memcpy_dtod(&src, &mut *cell.borrow_mut()));
+        let copy = |g: &Gpu| g.copy_on(&g.stream, &src, &mut cell.borrow_mut());
         let t = self.time_each(opts.runs, flush, &copy)?;
         Ok(2.0 * half as f64 / (t.median() * 1e-3) / 1e9)
     }
@@ -100,13 +99,13 @@ impl Gpu {
     /// Device-to-device copy bandwidth in GB/s (bytes read plus bytes written per second), the
     /// median of `runs` copies of `bytes`.
     pub fn copy_bandwidth(&self, bytes: usize, runs: usize) -> Result<f64, RuntimeError> {
-        let src = drv(self.stream.alloc_zeros::<u8>(bytes))?;
-        let mut dst = drv(self.stream.alloc_zeros::<u8>(bytes))?;
+        let src = self.zeros(bytes)?;
+        let mut dst = self.zeros(bytes)?;
         for _ in 0..3 {
-            drv(self.stream.memcpy_dtod(&src, &mut dst))?;
+            self.copy_on(&self.stream, &src, &mut dst)?;
         }
         let cell = std::cell::RefCell::new(dst);
-        let copy = |g: &Gpu| drv(g.stream.memcpy_dtod(&src, &mut *cell.borrow_mut()));
+        let copy = |g: &Gpu| g.copy_on(&g.stream, &src, &mut cell.borrow_mut());
         let t = self.time_each(runs, None, &copy)?;
         Ok(2.0 * bytes as f64 / (t.median() * 1e-3) / 1e9)
     }
@@ -114,28 +113,20 @@ impl Gpu {
     fn time_each(
         &self,
         runs: usize,
-        mut flush: Option<cudarc::driver::CudaSlice<u8>>,
+        mut flush: Option<DeviceBuffer>,
         work: &dyn Fn(&Gpu) -> Result<(), RuntimeError>,
     ) -> Result<Timings, RuntimeError> {
-        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let (start, end) = (drv(self.ctx.new_event(flags))?, drv(self.ctx.new_event(flags))?);
+        let (start, end) = (self.new_event()?, self.new_event()?);
         let mut ms = Vec::with_capacity(runs);
         for _ in 0..runs {
             if let Some(buf) = flush.as_mut() {
-                drv(self.stream.memset_zeros(buf))?;
+                self.memset_zero_on(&self.stream, buf)?;
             }
-            drv(start.record(&self.stream))?;
+            start.record(&self.stream)?;
             work(self)?;
-            drv(end.record(&self.stream))?;
-            ms.push(drv(start.elapsed_ms(&end))? as f64);
+            end.record(&self.stream)?;
+            ms.push(start.elapsed_ms(&end)? as f64);
         }
         Ok(Timings { ms })
-    }
-}
-
-impl DeviceBuffer {
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.len
     }
 }

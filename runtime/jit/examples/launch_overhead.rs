@@ -32,7 +32,7 @@ const SOURCE: &str = include_str!("../../../dsl-examples/vector_add.tile");
 const BLOCK: i64 = 256;
 const LAUNCHES: usize = 10_000;
 const WARMUP: usize = 1_000;
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 9;
 
 fn main() -> ExitCode {
     match run() {
@@ -85,42 +85,51 @@ struct Timing {
 /// Launches per burst: well below the depth of the driver's launch queue.
 const BURST: usize = 100;
 
-/// Runs `launch` WARMUP times, then measures it (see [`Timing`]).
-fn measure(
-    mut launch: impl FnMut() -> Result<(), Box<dyn std::error::Error>>,
-) -> Result<Timing, Box<dyn std::error::Error>> {
-    for _ in 0..WARMUP {
-        launch()?;
-    }
-    sync_all()?;
-    let (mut enqueue, mut total, mut burst) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        let t0 = Instant::now();
-        for _ in 0..LAUNCHES {
+/// One way of launching the kernel.
+type Path<'a> = Box<dyn FnMut() -> Result<(), Box<dyn std::error::Error>> + 'a>;
+
+/// Runs each path WARMUP times, then measures them (see [`Timing`]) in ROUNDS rounds, each round
+/// timing every path in turn.
+fn measure(mut paths: Vec<Path<'_>>) -> Result<Vec<Timing>, Box<dyn std::error::Error>> {
+    for launch in paths.iter_mut() {
+        for _ in 0..WARMUP {
             launch()?;
         }
-        let t1 = Instant::now();
-        sync_all()?;
-        let t2 = Instant::now();
-        enqueue.push((t1 - t0) / LAUNCHES as u32);
-        total.push((t2 - t0) / LAUNCHES as u32);
-
-        let mut busy = Duration::ZERO;
-        for _ in 0..LAUNCHES / BURST {
+    }
+    sync_all()?;
+    let mut samples = vec![(Vec::new(), Vec::new(), Vec::new()); paths.len()];
+    for _ in 0..ROUNDS {
+        for (launch, (enqueue, total, burst)) in paths.iter_mut().zip(samples.iter_mut()) {
             let t0 = Instant::now();
-            for _ in 0..BURST {
+            for _ in 0..LAUNCHES {
                 launch()?;
             }
-            busy += t0.elapsed();
+            let t1 = Instant::now();
             sync_all()?;
+            let t2 = Instant::now();
+            enqueue.push((t1 - t0) / LAUNCHES as u32);
+            total.push((t2 - t0) / LAUNCHES as u32);
+
+            let mut busy = Duration::ZERO;
+            for _ in 0..LAUNCHES / BURST {
+                let t0 = Instant::now();
+                for _ in 0..BURST {
+                    launch()?;
+                }
+                busy += t0.elapsed();
+                sync_all()?;
+            }
+            burst.push(busy / (LAUNCHES / BURST * BURST) as u32);
         }
-        burst.push(busy / (LAUNCHES / BURST * BURST) as u32);
     }
-    Ok(Timing {
-        enqueue: median(enqueue),
-        total: median(total),
-        burst: median(burst),
-    })
+    Ok(samples
+        .into_iter()
+        .map(|(enqueue, total, burst)| Timing {
+            enqueue: median(enqueue),
+            total: median(total),
+            burst: median(burst),
+        })
+        .collect())
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -216,23 +225,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let l = k.prepare(&[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(1)])?;
     println!("  in memory (same handle)           {}", us(t.elapsed()));
 
-    // 3. Launch overhead on the same CUfunction: the JIT handle against the raw driver call;
-    // and, for reference, cudarc's launch builder on the untyped API (another load).
+    // 3. Launch overhead on the same CUfunction: the JIT handle against the raw driver call, on
+    // the default stream and on a non-blocking stream; for reference, cudarc's launch builder on
+    // the untyped API (another load) and the per-thread default stream. The paths take turns
+    // round by round, so that drifts of the machine (clocks, other processes) hit them alike.
     println!(
-        "\nhost time per launch: {LAUNCHES} launches of vector_add (n = 1, 1 program of {} threads), median of {ROUNDS} rounds",
+        "\nhost time per launch: {LAUNCHES} launches of vector_add (n = 1, 1 program of {} threads), median of {ROUNDS} interleaved rounds",
         l.threads_per_block()
     );
     let grid = 1u32;
-    let jit = measure(|| {
-        k.launch_async(grid, &[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(1)])?;
-        Ok(())
-    })?;
-
     let func = l.cu_function();
     let (threads, smem) = (l.threads_per_block(), l.smem_bytes());
-    let mut values: [u64; 4] = [x.device_ptr(), y.device_ptr(), out.device_ptr(), 1];
-    let mut raw_on = |stream: cudarc::driver::sys::CUstream| {
-        measure(|| {
+    let own = gpu.new_stream()?;
+    let addrs = [x.device_ptr(), y.device_ptr(), out.device_ptr()];
+    let raw_on = |stream: cudarc::driver::sys::CUstream| {
+        let mut values: [u64; 4] = [addrs[0], addrs[1], addrs[2], 1];
+        move || -> Result<(), Box<dyn std::error::Error>> {
             let mut params: [*mut c_void; 4] = [
                 (&mut values[0] as *mut u64).cast(),
                 (&mut values[1] as *mut u64).cast(),
@@ -246,39 +254,60 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 cudarc::driver::result::launch_kernel(func, (grid, 1, 1), (threads, 1, 1), smem, stream, &mut params)
             }?;
             Ok(())
-        })
+        }
     };
-    // The JIT's stream: the context's legacy default stream.
-    let raw = raw_on(gpu.cu_stream())?;
-    // For comparison: the per-thread default stream (CU_STREAM_PER_THREAD), and a stream of our
-    // own that does not synchronise with the legacy one. Everything before is finished (the
-    // measurements synchronise), so the tensors are ready on these streams too.
-    let raw_per_thread = raw_on(0x2 as cudarc::driver::sys::CUstream)?;
-    let own = cudarc::driver::result::stream::create(cudarc::driver::result::stream::StreamKind::NonBlocking)?;
-    let raw_own = raw_on(own)?;
-    // SAFETY: the stream is idle (measure synchronised) and nothing uses it any more.
-    unsafe { cudarc::driver::result::stream::destroy(own) }?;
-
     let bx = gpu.upload(&1.0f32.to_le_bytes())?;
     let by = gpu.upload(&2.0f32.to_le_bytes())?;
     let bout = gpu.upload(&0.0f32.to_le_bytes())?;
-    let builder = measure(|| {
-        let args = [
-            KernelArg::Buffer(&bx),
-            KernelArg::Buffer(&by),
-            KernelArg::Buffer(&bout),
-            KernelArg::U32(1),
-        ];
-        gpu.launch_async(
-            &f_ptx,
-            [grid, 1, 1],
-            compiled.threads_per_block,
-            compiled.smem_bytes,
-            &args,
-        )?;
-        Ok(())
-    })?;
-
+    let mut o_own = DeviceTensor::<f32>::zeros(&gpu, 1)?;
+    gpu.synchronize()?;
+    let paths: Vec<(&str, Path)> = vec![
+        (
+            "JitKernel::launch_async (default stream)",
+            Box::new(|| {
+                k.launch_async(grid, &[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(1)])?;
+                Ok(())
+            }),
+        ),
+        ("raw cuLaunchKernel, default stream", Box::new(raw_on(gpu.cu_stream()))),
+        (
+            "JitKernel::launch_on (non-blocking stream)",
+            Box::new(|| {
+                k.launch_on(
+                    &own,
+                    grid,
+                    &[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut o_own), Arg::i32(1)],
+                )?;
+                Ok(())
+            }),
+        ),
+        ("raw cuLaunchKernel, the same stream", Box::new(raw_on(own.cu_stream()))),
+        (
+            "Gpu::launch_async (cudarc launch builder)",
+            Box::new(|| {
+                let args = [
+                    KernelArg::Buffer(&bx),
+                    KernelArg::Buffer(&by),
+                    KernelArg::Buffer(&bout),
+                    KernelArg::U32(1),
+                ];
+                gpu.launch_async(
+                    &f_ptx,
+                    [grid, 1, 1],
+                    compiled.threads_per_block,
+                    compiled.smem_bytes,
+                    &args,
+                )?;
+                Ok(())
+            }),
+        ),
+        (
+            "raw, per-thread default stream",
+            Box::new(raw_on(0x2 as cudarc::driver::sys::CUstream)),
+        ),
+    ];
+    let names: Vec<&str> = paths.iter().map(|(n, _)| *n).collect();
+    let t = measure(paths.into_iter().map(|(_, p)| p).collect())?;
     println!(
         "  {:<44} {:>12} {:>18} {:>22}",
         "path",
@@ -286,25 +315,48 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "incl. final sync",
         format!("in bursts of {BURST}")
     );
-    for (name, t) in [
-        ("JitKernel::launch_async (checks, specialises)", &jit),
-        ("raw cuLaunchKernel, same CUfunction", &raw),
-        ("Gpu::launch_async (cudarc launch builder)", &builder),
-        ("raw, per-thread default stream", &raw_per_thread),
-        ("raw, a non-blocking stream of its own", &raw_own),
-    ] {
+    for (name, t) in names.iter().zip(&t) {
         println!("  {name:<44} {} {:>18} {:>22}", us(t.enqueue), us(t.total), us(t.burst));
     }
+    let (jit, raw, jit_own, raw_own, builder) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
+    let over = |a: &Timing, b: &Timing| {
+        (
+            (a.enqueue.as_secs_f64() - b.enqueue.as_secs_f64()) * 1e6,
+            (a.burst.as_secs_f64() - b.burst.as_secs_f64()) * 1e6,
+        )
+    };
+    let (d_enq, d_burst) = over(jit, raw);
+    let (o_enq, o_burst) = over(jit_own, raw_own);
+    println!("  JIT over raw: {d_enq:+.2} µs per launch back to back, {d_burst:+.2} µs in bursts (default stream)");
     println!(
-        "  JIT over raw: {:+.2} µs per launch back to back, {:+.2} µs in bursts",
-        (jit.enqueue.as_secs_f64() - raw.enqueue.as_secs_f64()) * 1e6,
-        (jit.burst.as_secs_f64() - raw.burst.as_secs_f64()) * 1e6
+        "                {o_enq:+.2} µs per launch back to back, {o_burst:+.2} µs in bursts (non-blocking stream)"
     );
     // Back to back, the enqueue time is the host's cost only while the queue has room; if the
     // GPU drains it slower than the host fills it, the bursts (queue never full) tell the truth.
     if jit.burst.as_secs_f64() < 0.8 * jit.enqueue.as_secs_f64() {
         println!("  (back to back, the launch queue filled: the bursts column is the host's own cost)");
     }
+
+    // Where the JIT's own time goes, without the driver: the argument check alone, and the
+    // check plus the specialisation lookup (what `prepare` does), per call.
+    let mut o2 = DeviceTensor::<f32>::zeros(&gpu, 1)?;
+    let args = [Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut o2), Arg::i32(1)];
+    let per_call = |f: &dyn Fn()| {
+        let t = Instant::now();
+        for _ in 0..LAUNCHES * 10 {
+            f();
+        }
+        t.elapsed().as_secs_f64() * 1e9 / (LAUNCHES * 10) as f64
+    };
+    let t_check = per_call(&|| {
+        let _ = std::hint::black_box(k.check(std::hint::black_box(&args)));
+    });
+    let t_prepare = per_call(&|| {
+        let _ = std::hint::black_box(k.prepare(std::hint::black_box(&args)));
+    });
+    println!(
+        "  of the JIT's cost, without the driver: argument check {t_check:.0} ns, check + specialisation lookup {t_prepare:.0} ns"
+    );
 
     if let Some(i) = std::env::args().position(|a| a == "--json") {
         let path = std::env::args().nth(i + 1).ok_or("--json needs a path")?;

@@ -4,14 +4,15 @@
 //! anything reaches the GPU, so every mistake it catches is testable without one.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use half::{bf16, f16};
 use tile_driver::ArgSpec;
 use tile_lang::ir::{DType, Elem};
 
-use tile_runtime::{DeviceBuffer, KernelArg};
+use tile_runtime::{DeviceBuffer, KernelArg, Memory};
 
-use crate::tensor::{DeviceTensor, Element, host_type};
+use crate::tensor::{DeviceMemory, DeviceTensor, Element, host_type};
 
 /// The most parameters a JIT kernel may have: each launch's specialisation key packs two bits
 /// per parameter into a `u128`, and the parameter values live in fixed arrays on the stack.
@@ -49,38 +50,51 @@ pub(crate) enum ArgKind {
 /// One launch argument: a view of a device tensor (read-only or mutable) or a scalar of a
 /// given dtype. The lifetime ties a buffer argument to the borrow of its tensor, so a tensor
 /// cannot be dropped or mutably aliased while an argument list refers to it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Arg<'a> {
     pub(crate) kind: ArgKind,
+    /// What a buffer argument points into: launches tell it their stream, graphs keep it.
+    pub(crate) owner: Option<&'a Arc<dyn Memory>>,
     _borrow: PhantomData<&'a ()>,
+}
+
+impl std::fmt::Debug for Arg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arg").field("kind", &self.kind).finish()
+    }
 }
 
 impl<'a> Arg<'a> {
     fn new(kind: ArgKind) -> Arg<'a> {
         Arg {
             kind,
+            owner: None,
             _borrow: PhantomData,
         }
     }
 
-    /// A read-only view of `t`: valid for `*T` parameters.
-    pub fn buf<T: Element>(t: &'a DeviceTensor<T>) -> Arg<'a> {
-        Arg::new(ArgKind::Buffer {
-            addr: t.device_ptr(),
-            bytes: (t.len() * T::DTYPE.bytes()) as u64,
-            dtype: T::DTYPE,
-            mutable: false,
-        })
+    fn view<M: DeviceMemory>(t: &'a M, mutable: bool) -> Arg<'a> {
+        let dtype = <M::Elem as Element>::DTYPE;
+        Arg {
+            owner: Some(t.owner()),
+            ..Arg::new(ArgKind::Buffer {
+                addr: t.device_ptr(),
+                bytes: (t.len() * dtype.bytes()) as u64,
+                dtype,
+                mutable,
+            })
+        }
+    }
+
+    /// A read-only view of `t` (a [`DeviceTensor`] or a [`GrowableTensor`](crate::GrowableTensor)):
+    /// valid for `*T` parameters.
+    pub fn buf<M: DeviceMemory>(t: &'a M) -> Arg<'a> {
+        Arg::view(t, false)
     }
 
     /// A mutable view of `t`: valid for `*T` and `*mut T` parameters.
-    pub fn buf_mut<T: Element>(t: &'a mut DeviceTensor<T>) -> Arg<'a> {
-        Arg::new(ArgKind::Buffer {
-            addr: t.device_ptr(),
-            bytes: (t.len() * T::DTYPE.bytes()) as u64,
-            dtype: T::DTYPE,
-            mutable: true,
-        })
+    pub fn buf_mut<M: DeviceMemory>(t: &'a mut M) -> Arg<'a> {
+        Arg::view(&*t, true)
     }
 
     /// A scalar of `T`'s dtype.
@@ -412,15 +426,13 @@ pub fn spec_tags(specs: &[ArgSpec]) -> String {
     specs.iter().map(ArgSpec::tag).collect()
 }
 
-/// Each argument's value as the kernel parameter holds it: a device address or a scalar's bits.
+/// An argument's value as the kernel parameter holds it: a device address or a scalar's bits.
 /// Kernel parameters are read by the driver in their own width from the start of each slot,
 /// which on a little-endian host is the low bytes of the `u64`.
-pub(crate) fn pack(args: &[Arg<'_>], values: &mut [u64]) {
-    for (v, a) in values.iter_mut().zip(args) {
-        *v = match a.kind {
-            ArgKind::Buffer { addr, .. } => addr,
-            ArgKind::Scalar { bits, .. } => bits,
-        };
+pub(crate) fn value(a: &Arg<'_>) -> u64 {
+    match a.kind {
+        ArgKind::Buffer { addr, .. } => addr,
+        ArgKind::Scalar { bits, .. } => bits,
     }
 }
 
@@ -665,11 +677,7 @@ mod tests {
                 bits: 0xff
             }
         );
-        let mut v = [0u64; 3];
-        pack(
-            &[Arg::i32(-1), Arg::bool(true), Arg::fake_buffer(DType::U8, true, 0xabc0)],
-            &mut v,
-        );
+        let v = [Arg::i32(-1), Arg::bool(true), Arg::fake_buffer(DType::U8, true, 0xabc0)].map(|a| value(&a));
         assert_eq!(v, [0xffff_ffff, 1, 0xabc0]);
     }
 }

@@ -18,7 +18,7 @@ use tile_lang::ir::ConstValue;
 use crate::args::{self, Arg, MAX_PARAMS, ParamSig};
 use crate::cache::{CacheKey, DiskCache};
 use crate::compile::{self, JitError, Origin, Plan, Program, Source};
-use tile_runtime::{Function, Gpu, Image};
+use tile_runtime::{Function, Gpu, Image, Stream};
 
 /// How a [`Jit`] compiles and caches. `JitOptions::default()` reads the environment: the disk
 /// cache's location (see [`default_cache_dir`](crate::cache::default_cache_dir)) and ptxas
@@ -73,10 +73,10 @@ struct Counters {
 }
 
 /// A kernel specialisation loaded on the GPU.
-struct Loaded {
-    func: Function,
-    threads_per_block: u32,
-    smem_bytes: u32,
+pub(crate) struct Loaded {
+    pub(crate) func: Function,
+    pub(crate) threads_per_block: u32,
+    pub(crate) smem_bytes: u32,
     /// Tensor maps each launch passes after the arguments.
     tensor_maps: Vec<tile_driver::tma::TensorMap>,
     specialization: String,
@@ -357,59 +357,89 @@ impl JitKernel {
     /// with no programs launches nothing. Tensors passed may be dropped at once: the stream
     /// frees them after the kernel.
     pub fn launch_async(&self, grid: impl Into<Grid>, args: &[Arg<'_>]) -> Result<(), JitError> {
+        self.launch_on(self.jit.gpu.stream(), grid, args)
+    }
+
+    /// Enqueues a launch on `stream` (see [`JitKernel::launch_async`]). The buffers passed are
+    /// noted as used on `stream`, so that freeing them waits for this kernel.
+    pub fn launch_on(&self, stream: &Stream, grid: impl Into<Grid>, args: &[Arg<'_>]) -> Result<(), JitError> {
         let Grid(grid) = grid.into();
         self.check(args)?;
         if grid.contains(&0) {
             return Ok(());
         }
         let loaded = self.specialization(args)?;
-        let n = args.len();
-        let mut values = [0u64; MAX_PARAMS];
-        args::pack(args, &mut values[..n]);
-        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_PARAMS + MAX_TENSOR_MAPS];
-        for (p, v) in ptrs.iter_mut().zip(values.iter_mut()).take(n) {
-            *p = (v as *mut u64).cast();
+        for o in args.iter().filter_map(|a| a.owner) {
+            o.used_on(stream);
         }
-        // Tensor maps (kernels reading descriptors through the TMA engine) follow, by value.
-        let mut maps = [None; MAX_TENSOR_MAPS];
-        let nmaps = loaded.tensor_maps.len();
-        if nmaps > 0 {
-            let int = |p: usize| match args.get(p)?.kind {
+        self.with_params(&loaded, args, |params| {
+            // SAFETY: the arguments were checked against the kernel's signature: one value per
+            // parameter, each as wide as the parameter or wider (the driver reads the parameter's
+            // width from the slot's start: the low bytes on a little-endian host); device
+            // addresses come from live tensors, which are freed only after the work on this
+            // stream.
+            unsafe {
+                self.jit.gpu.launch_raw(
+                    stream,
+                    &loaded.func,
+                    grid,
+                    loaded.threads_per_block,
+                    loaded.smem_bytes,
+                    params,
+                )
+            }
+        })??;
+        Ok(())
+    }
+
+    /// Calls `f` with one pointer per parameter of a launch of `loaded` with checked `args`, each
+    /// to its value: the arguments in 64-bit slots, then the tensor maps of descriptors the TMA
+    /// engine reads. Everything lives on this stack frame (the maps, if any, on the heap); the
+    /// driver copies the values during the call.
+    pub(crate) fn with_params<R>(
+        &self,
+        loaded: &Loaded,
+        args: &[Arg<'_>],
+        f: impl FnOnce(&mut [*mut c_void]) -> R,
+    ) -> Result<R, JitError> {
+        use std::mem::MaybeUninit;
+        let n = args.len();
+        // Left uninitialised past what a launch uses (no zeroing of a kilobyte per launch).
+        let mut values = [MaybeUninit::<u64>::uninit(); MAX_PARAMS];
+        for (v, a) in values.iter_mut().zip(args) {
+            v.write(args::value(a));
+        }
+        let mut maps = Vec::new();
+        if !loaded.tensor_maps.is_empty() {
+            let int = |i: usize| match args.get(i)?.kind {
                 args::ArgKind::Scalar { dtype, bits } if dtype.is_int() => Some(args::int_value(dtype, bits)),
                 _ => None,
             };
-            let addr = |p: usize| match args.get(p)?.kind {
+            let addr = |i: usize| match args.get(i)?.kind {
                 args::ArgKind::Buffer { addr, bytes, .. } => Some((addr, bytes)),
                 _ => None,
             };
-            for (slot, m) in maps.iter_mut().zip(&loaded.tensor_maps) {
+            for m in &loaded.tensor_maps {
                 let r = crate::tma::request(m, &int, &addr).map_err(tile_runtime::RuntimeError::TensorMap)?;
-                *slot = Some(self.jit.tensor_maps.get(&self.jit.gpu, &r)?);
-            }
-            for (p, m) in ptrs[n..].iter_mut().zip(maps.iter().flatten()) {
-                *p = m.as_param();
+                maps.push(self.jit.tensor_maps.get(&self.jit.gpu, &r)?);
             }
         }
-        let n = n + nmaps;
-        // SAFETY: the arguments were checked against the kernel's signature: one value per
-        // parameter, each as wide as the parameter or wider (the driver reads the parameter's
-        // width from the slot's start: the low bytes on a little-endian host); device addresses
-        // come from live tensors, which the stream frees only after this kernel.
-        unsafe {
-            self.jit.gpu.launch_raw(
-                &loaded.func,
-                grid,
-                loaded.threads_per_block,
-                loaded.smem_bytes,
-                &mut ptrs[..n],
-            )?;
+        let mut ptrs = [MaybeUninit::<*mut c_void>::uninit(); MAX_PARAMS + MAX_TENSOR_MAPS];
+        for (p, v) in ptrs.iter_mut().zip(values.iter_mut()).take(n) {
+            p.write(v.as_mut_ptr().cast());
         }
-        Ok(())
+        for (p, m) in ptrs[n..].iter_mut().zip(&maps) {
+            p.write(m.as_param());
+        }
+        let used = n + maps.len();
+        // SAFETY: the first `used` pointers were written just above (`n` values, then one per map).
+        let ptrs = unsafe { &mut *(&mut ptrs[..used] as *mut [MaybeUninit<*mut c_void>] as *mut [*mut c_void]) };
+        Ok(f(ptrs))
     }
 
     /// The loaded specialisation for checked `args`: from this handle's list, the JIT's map,
     /// the disk cache, or a fresh compile, in that order.
-    fn specialization(&self, args: &[Arg<'_>]) -> Result<Arc<Loaded>, JitError> {
+    pub(crate) fn specialization(&self, args: &[Arg<'_>]) -> Result<Arc<Loaded>, JitError> {
         let tag = args::spec_key(args);
         if let Some((_, l)) = lock(&self.inner.specs).iter().find(|(t, _)| *t == tag) {
             return Ok(l.clone());

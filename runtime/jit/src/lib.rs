@@ -57,6 +57,17 @@
 //! The disk cache lives in `TILE_CACHE_DIR`, else `$XDG_CACHE_HOME/tile`, else
 //! `$HOME/.cache/tile` ([`JitOptions::cache_dir`] overrides it; `None` turns it off).
 //!
+//! # Streams, graphs and memory
+//!
+//! [`JitKernel::launch_on`] launches on any [`Stream`] (`gpu.new_stream()`); [`Event`]s order and
+//! time work between streams. [`GraphCapture`] records launches into a CUDA Graph that
+//! [`JitGraph::launch`] replays with one driver call, and whose nodes [`JitGraph::update`] points
+//! at new arguments (checked like a launch). [`DeviceTensor`]s come from the device's
+//! stream-ordered memory pool and are freed after the work on every stream that used them;
+//! [`GrowableTensor`] grows in place on virtual memory; [`PinnedTensor`] is page-locked host
+//! memory for asynchronous copies. `docs/runtime.md` has the measurements and
+//! `examples/kv_cache.rs`, `examples/offload.rs` show them at work.
+//!
 //! # Below the JIT
 //!
 //! [`Gpu`] loads PTX or cubins ([`Gpu::load`]) and launches them with untyped [`KernelArg`]s
@@ -65,6 +76,7 @@
 mod args;
 pub mod cache;
 mod compile;
+pub mod graph;
 mod jit;
 mod tensor;
 pub mod tma;
@@ -74,9 +86,12 @@ pub use args::{
     Arg, ArgError, MAX_PARAMS, ParamSig, arg_spec, check_args, plan_args, scalar_arg, signature, spec_tags,
 };
 pub use compile::{JitError, Origin, SnapshotOptions, Source, jit_ptx, jit_snapshot};
+pub use graph::{GraphCapture, JitGraph, NodeId};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
-pub use tensor::{DeviceTensor, Element};
-pub use tile_runtime::{DeviceBuffer, Function, Gpu, Image, KernelArg, RuntimeError, TimingOptions, Timings};
+pub use tensor::{DeviceMemory, DeviceTensor, Element, GrowableTensor, PinnedTensor};
+pub use tile_runtime::{
+    DeviceBuffer, Event, Function, Gpu, Image, KernelArg, RuntimeError, Stream, TimingOptions, Timings,
+};
 
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
 /// versions the JIT uses.
@@ -122,6 +137,10 @@ mod tests {
         send_sync::<super::JitKernel>();
         send_sync::<super::LoadedKernel>();
         send_sync::<super::DeviceTensor<f32>>();
+        send_sync::<super::PinnedTensor<f32>>();
+        send_sync::<super::GrowableTensor<f32>>();
+        send_sync::<super::JitGraph>();
+        send_sync::<super::Stream>();
         send_sync::<super::JitError>();
     }
 

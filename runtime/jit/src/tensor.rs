@@ -1,12 +1,15 @@
-//! Typed device memory: a [`DeviceTensor<T>`] knows its element dtype, so a launch can check
-//! it against the kernel's `*T` parameters before anything reaches the GPU.
+//! Typed memory: a [`DeviceTensor<T>`] (pool memory) or a [`GrowableTensor<T>`] (virtual
+//! memory that grows in place) knows its element dtype, so a launch can check it against the
+//! kernel's `*T` parameters before anything reaches the GPU; a [`PinnedTensor<T>`] is page-locked
+//! host memory for asynchronous copies.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use half::{bf16, f16};
 use tile_lang::ir::DType;
 
-use tile_runtime::{DeviceBuffer, Gpu, RuntimeError};
+use tile_runtime::{DeviceBuffer, Gpu, GrowableBuffer, Memory, PinnedBuffer, RuntimeError, Stream};
 
 mod sealed {
     pub trait Sealed {}
@@ -79,12 +82,29 @@ fn as_bytes_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
 }
 
-/// `len` elements of `T` in device memory, on one GPU's stream.
+/// Typed device memory a kernel can take as a `*T` argument ([`Arg::buf`](crate::Arg::buf)).
+pub trait DeviceMemory {
+    type Elem: Element;
+    /// The device address of the first element.
+    fn device_ptr(&self) -> u64;
+    /// Elements usable now.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The owner of the memory (kept alive by graphs; told which streams use it).
+    fn owner(&self) -> &Arc<dyn Memory>;
+}
+
+/// `len` elements of `T` in device memory, from the GPU's memory pool.
 ///
 /// Pass it to a kernel as [`Arg::buf`](crate::Arg::buf) (read-only) or
-/// [`Arg::buf_mut`](crate::Arg::buf_mut) (for `*mut T` parameters).
+/// [`Arg::buf_mut`](crate::Arg::buf_mut) (for `*mut T` parameters). It is freed when dropped (or,
+/// if a graph launches kernels on it, when the graph is dropped too), in stream order after the
+/// work already enqueued on every stream that used it.
 pub struct DeviceTensor<T: Element> {
     buf: DeviceBuffer,
+    owner: Arc<dyn Memory>,
     addr: u64,
     len: usize,
     gpu: Gpu,
@@ -97,25 +117,45 @@ impl<T: Element> std::fmt::Debug for DeviceTensor<T> {
     }
 }
 
+fn bytes_of<T: Element>(len: usize) -> Result<usize, RuntimeError> {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or(RuntimeError::Length {
+        expected: usize::MAX / std::mem::size_of::<T>(),
+        got: len,
+    })
+}
+
 impl<T: Element> DeviceTensor<T> {
-    /// Copies `data` to a new device tensor.
+    /// Copies `data` to a new device tensor (on the GPU's default stream).
     pub fn upload(gpu: &Gpu, data: &[T]) -> Result<DeviceTensor<T>, RuntimeError> {
-        Ok(Self::wrap(gpu, gpu.upload(as_bytes(data))?, data.len()))
+        Self::upload_on(gpu, gpu.stream(), data)
     }
 
-    /// A new device tensor of `len` zeros (all bits zero: `0`, `0.0`).
+    /// A new device tensor of `len` zeros (all bits zero: `0`, `0.0`), on the default stream.
     pub fn zeros(gpu: &Gpu, len: usize) -> Result<DeviceTensor<T>, RuntimeError> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or(RuntimeError::Length {
-            expected: usize::MAX / std::mem::size_of::<T>(),
-            got: len,
-        })?;
-        Ok(Self::wrap(gpu, gpu.zeros(bytes)?, len))
+        Self::zeros_on(gpu, gpu.stream(), len)
+    }
+
+    /// Copies `data` to a new device tensor allocated in `stream`'s order.
+    pub fn upload_on(gpu: &Gpu, stream: &Stream, data: &[T]) -> Result<DeviceTensor<T>, RuntimeError> {
+        Ok(Self::wrap(gpu, gpu.upload_on(stream, as_bytes(data))?, data.len()))
+    }
+
+    /// `len` zeros allocated in `stream`'s order: a temporary that costs no synchronisation.
+    pub fn zeros_on(gpu: &Gpu, stream: &Stream, len: usize) -> Result<DeviceTensor<T>, RuntimeError> {
+        Ok(Self::wrap(gpu, gpu.zeros_on(stream, bytes_of::<T>(len)?)?, len))
+    }
+
+    /// `len` elements allocated in `stream`'s order and not initialised (every bit pattern is
+    /// a valid `T`, so reading them is defined, just meaningless): the cheapest temporary.
+    pub fn uninit_on(gpu: &Gpu, stream: &Stream, len: usize) -> Result<DeviceTensor<T>, RuntimeError> {
+        Ok(Self::wrap(gpu, gpu.alloc_on(stream, bytes_of::<T>(len)?)?, len))
     }
 
     fn wrap(gpu: &Gpu, buf: DeviceBuffer, len: usize) -> DeviceTensor<T> {
         // The address never changes; read it once so that launches need not ask the driver.
         let addr = buf.device_ptr();
         DeviceTensor {
+            owner: buf.memory(),
             buf,
             addr,
             len,
@@ -124,7 +164,8 @@ impl<T: Element> DeviceTensor<T> {
         }
     }
 
-    /// Copies the tensor to the host, after every kernel enqueued before it has run.
+    /// Copies the tensor to the host, after every kernel enqueued before it on any stream that
+    /// used it has run.
     pub fn download(&self) -> Result<Vec<T>, RuntimeError> {
         let mut out = vec![T::default(); self.len];
         // A copy into pageable memory has finished when the call returns, but a kernel's error
@@ -144,6 +185,35 @@ impl<T: Element> DeviceTensor<T> {
         self.gpu.upload_into(&mut self.buf, as_bytes(data))
     }
 
+    /// Copies all of `src` (at most as long) to the start of this tensor on `stream`.
+    pub fn copy_from_device(&mut self, src: &DeviceTensor<T>, stream: &Stream) -> Result<(), RuntimeError> {
+        self.gpu.copy_on(stream, &src.buf, &mut self.buf)
+    }
+
+    /// Copies `src` (of the same length) into the tensor on `stream`, asynchronously: the call
+    /// returns at once and the copy overlaps work on other streams.
+    pub fn copy_from_pinned(&mut self, src: &PinnedTensor<T>, stream: &Stream) -> Result<(), RuntimeError> {
+        if src.len != self.len {
+            return Err(RuntimeError::Length {
+                expected: self.len,
+                got: src.len,
+            });
+        }
+        self.gpu.copy_to_device(stream, &src.buf, &mut self.buf)
+    }
+
+    /// Copies the tensor into `dst` (of the same length) on `stream`, asynchronously; reading
+    /// `dst` on the host waits for the copy.
+    pub fn copy_to_pinned(&self, dst: &mut PinnedTensor<T>, stream: &Stream) -> Result<(), RuntimeError> {
+        if dst.len != self.len {
+            return Err(RuntimeError::Length {
+                expected: self.len,
+                got: dst.len,
+            });
+        }
+        self.gpu.copy_to_host(stream, &self.buf, &mut dst.buf)
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -159,6 +229,166 @@ impl<T: Element> DeviceTensor<T> {
     /// The device address of the first element.
     pub fn device_ptr(&self) -> u64 {
         self.addr
+    }
+}
+
+impl<T: Element> DeviceMemory for DeviceTensor<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.addr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn owner(&self) -> &Arc<dyn Memory> {
+        &self.owner
+    }
+}
+
+/// `len` elements of `T` in page-locked host memory: the source or destination of copies that
+/// run asynchronously ([`DeviceTensor::copy_from_pinned`], [`DeviceTensor::copy_to_pinned`])
+/// at full bandwidth. Its host view waits for copies in flight that use it.
+pub struct PinnedTensor<T: Element> {
+    buf: PinnedBuffer,
+    len: usize,
+    _elem: PhantomData<T>,
+}
+
+impl<T: Element> PinnedTensor<T> {
+    /// `len` zeros in pinned host memory.
+    pub fn zeros(gpu: &Gpu, len: usize) -> Result<PinnedTensor<T>, RuntimeError> {
+        Ok(PinnedTensor {
+            buf: gpu.pinned(bytes_of::<T>(len)?)?,
+            len,
+            _elem: PhantomData,
+        })
+    }
+
+    /// A pinned copy of `data`.
+    pub fn from_slice(gpu: &Gpu, data: &[T]) -> Result<PinnedTensor<T>, RuntimeError> {
+        let mut p = Self::zeros(gpu, data.len())?;
+        p.as_mut_slice()?.copy_from_slice(data);
+        Ok(p)
+    }
+
+    /// The elements, once the copies in flight that write them have finished.
+    pub fn as_slice(&self) -> Result<&[T], RuntimeError> {
+        let b = self.buf.as_slice()?;
+        // SAFETY: the buffer holds `len` elements of `T` (allocated for them, page-aligned).
+        Ok(unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<T>(), self.len) })
+    }
+
+    /// The elements, writable, once the copies in flight that use them have finished.
+    pub fn as_mut_slice(&mut self) -> Result<&mut [T], RuntimeError> {
+        let len = self.len;
+        let b = self.buf.as_mut_slice()?;
+        // SAFETY: as above; every bit pattern is a valid `T`.
+        Ok(unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<T>(), len) })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Elements of `T` in a device buffer that grows and shrinks in place on virtual memory
+/// ([`tile_runtime::GrowableBuffer`]): its address never changes, growing copies nothing. For
+/// KV caches and other buffers that grow step by step.
+pub struct GrowableTensor<T: Element> {
+    buf: GrowableBuffer,
+    owner: Arc<dyn Memory>,
+    gpu: Gpu,
+    _elem: PhantomData<T>,
+}
+
+impl<T: Element> GrowableTensor<T> {
+    /// Reserves room for up to `capacity` elements (addresses only: no memory yet) growing in
+    /// chunks of `chunk_bytes` (0: the GPU's granularity, 2 MiB on current GPUs).
+    pub fn reserve(gpu: &Gpu, capacity: usize, chunk_bytes: usize) -> Result<GrowableTensor<T>, RuntimeError> {
+        let buf = gpu.reserve(bytes_of::<T>(capacity)?, chunk_bytes)?;
+        Ok(GrowableTensor {
+            owner: buf.memory(),
+            buf,
+            gpu: gpu.clone(),
+            _elem: PhantomData,
+        })
+    }
+
+    /// Makes `len` elements usable (new ones read as whatever the fresh memory holds).
+    pub fn grow_to(&mut self, len: usize) -> Result<(), RuntimeError> {
+        self.buf.grow_to(bytes_of::<T>(len)?)
+    }
+
+    /// Shrinks to `len` elements, returning whole chunks past them to the driver; waits for the
+    /// GPU first.
+    pub fn shrink_to(&mut self, len: usize) -> Result<(), RuntimeError> {
+        self.buf.shrink_to(bytes_of::<T>(len)?)
+    }
+
+    /// Elements usable now.
+    pub fn len(&self) -> usize {
+        self.buf.len() / std::mem::size_of::<T>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most elements it can grow to.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity() / std::mem::size_of::<T>()
+    }
+
+    /// Bytes backed by physical memory now.
+    pub fn mapped_bytes(&self) -> usize {
+        self.buf.mapped_bytes()
+    }
+
+    pub fn chunk_bytes(&self) -> usize {
+        self.buf.chunk_bytes()
+    }
+
+    pub fn device_ptr(&self) -> u64 {
+        self.buf.device_ptr()
+    }
+
+    /// Copies the usable elements to the host, after the work enqueued on the default stream.
+    pub fn download(&self) -> Result<Vec<T>, RuntimeError> {
+        let mut out = vec![T::default(); self.len()];
+        // SAFETY: the usable elements are mapped.
+        unsafe { self.gpu.download_raw(self.buf.device_ptr(), as_bytes_mut(&mut out)) }?;
+        Ok(out)
+    }
+
+    /// Writes `data` at element `offset` (on the default stream); the range must be usable.
+    pub fn write_at(&mut self, offset: usize, data: &[T]) -> Result<(), RuntimeError> {
+        let end = offset.checked_add(data.len()).unwrap_or(usize::MAX);
+        if end > self.len() {
+            return Err(RuntimeError::Length {
+                expected: self.len().saturating_sub(offset),
+                got: data.len(),
+            });
+        }
+        let addr = self.buf.device_ptr() + (offset * std::mem::size_of::<T>()) as u64;
+        // SAFETY: the range was checked to be usable, so it is mapped.
+        unsafe { self.gpu.upload_raw(addr, as_bytes(data)) }
+    }
+}
+
+impl<T: Element> DeviceMemory for GrowableTensor<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.buf.device_ptr()
+    }
+    fn len(&self) -> usize {
+        GrowableTensor::len(self)
+    }
+    fn owner(&self) -> &Arc<dyn Memory> {
+        &self.owner
     }
 }
 

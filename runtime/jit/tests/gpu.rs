@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use tile_jit::half::{bf16, f16};
 use tile_jit::{
-    Arg, ArgError, ConstValue, DeviceTensor, Gpu, Image, Jit, JitError, JitOptions, KernelArg, Origin, Source,
+    Arg, ArgError, ConstValue, DeviceTensor, Gpu, GraphCapture, Image, Jit, JitError, JitOptions, KernelArg, NodeId,
+    Origin, Source,
 };
 
 const VECTOR_ADD: &str = include_str!("../../../dsl-examples/vector_add.tile");
@@ -386,4 +387,222 @@ fn tensor_maps_through_the_jit() {
     let (got, want, maps) = run(&again, 200, 256, 192, 5);
     assert_eq!((maps, again.stats().compiled), (2, 0));
     assert_eq!(got, want);
+}
+
+// --- Runtime systems: streams, graphs, pools, growable buffers, pinned memory -----------------
+
+fn add_args<'a>(
+    x: &'a DeviceTensor<f32>,
+    y: &'a DeviceTensor<f32>,
+    out: &'a mut DeviceTensor<f32>,
+    n: usize,
+) -> [Arg<'a>; 4] {
+    [Arg::buf(x), Arg::buf(y), Arg::buf_mut(out), Arg::i32(n as i32)]
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graphs_replay_and_update_checked_arguments() {
+    let g = gpu();
+    let cache = TempDir::new("graph");
+    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(256))]).unwrap();
+    let n = 10_000;
+    let x = DeviceTensor::upload(&g, &vec![1.0f32; n]).unwrap();
+    let y = DeviceTensor::upload(&g, &vec![2.0f32; n]).unwrap();
+    let z = DeviceTensor::upload(&g, &vec![10.0f32; n]).unwrap();
+    let mut a = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    let mut b = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    let grid = (n as u32).div_ceil(256);
+    // The default stream cannot be captured: a clear error.
+    let e = GraphCapture::begin(g.stream()).err().unwrap().to_string();
+    assert!(e.contains("default stream"), "{e}");
+
+    let s = g.new_stream().unwrap();
+    g.synchronize().unwrap();
+    let mut cap = GraphCapture::begin(&s).unwrap();
+    let first = cap.launch(&add, grid, &add_args(&x, &y, &mut a, n)).unwrap();
+    let second = cap.launch(&add, grid, &add_args(&x, &x, &mut b, n)).unwrap();
+    // Allocating on the capturing stream is refused, the capture goes on.
+    let e = DeviceTensor::<f32>::zeros_on(&g, &s, 4).unwrap_err().to_string();
+    assert!(e.contains("allocate the buffers the graph uses before"), "{e}");
+    let mut graph = cap.finish().unwrap();
+    assert_eq!((graph.len(), first, second), (2, NodeId(0), NodeId(1)));
+    // Nothing ran at capture.
+    assert_eq!(a.download().unwrap(), vec![0.0; n]);
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(a.download().unwrap(), vec![3.0; n]);
+    assert_eq!(b.download().unwrap(), vec![2.0; n]);
+
+    // Point node 1 at other inputs and only half the grid.
+    graph.update(second, grid / 2, &add_args(&z, &y, &mut b, n)).unwrap();
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    let got = b.download().unwrap();
+    let half = (grid / 2 * 256) as usize;
+    assert!(got[..half].iter().all(|v| *v == 12.0) && got[half..].iter().all(|v| *v == 2.0));
+
+    // A bad update names the kernel and the parameter, and changes nothing.
+    let bad = [Arg::buf(&z), Arg::buf(&y), Arg::buf(&b), Arg::i32(n as i32)];
+    let e = graph.update(second, grid, &bad).unwrap_err().to_string();
+    assert!(e.contains("vector_add") && e.contains("`out: *mut f32`"), "{e}");
+    let e = graph
+        .update(NodeId(7), grid, &add_args(&z, &y, &mut b, n))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("node 7") && e.contains("2 nodes"), "{e}");
+    // The graph keeps its tensors alive: dropping them before a replay is fine.
+    drop((x, z));
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(a.download().unwrap(), vec![3.0; n]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn nothing_leaks_when_errors_happen_midway() {
+    let g = gpu();
+    let cache = TempDir::new("leaks");
+    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(256))]).unwrap();
+    g.synchronize().unwrap();
+    let before = g.live_allocations();
+    {
+        let s = g.new_stream().unwrap();
+        let x = DeviceTensor::upload(&g, &[1.0f32; 300]).unwrap();
+        let mut out = DeviceTensor::<f32>::zeros(&g, 300).unwrap();
+        g.synchronize().unwrap();
+        let mut cap = GraphCapture::begin(&s).unwrap();
+        cap.launch(&add, 2, &add_args(&x, &x, &mut out, 300)).unwrap();
+        // A mistake midway: the capture is dropped without finishing.
+        let wrong = [Arg::buf(&x), Arg::buf(&x), Arg::buf_mut(&mut out), Arg::f32(1.0)];
+        assert!(cap.launch(&add, 2, &wrong).is_err());
+        drop(cap);
+        // The stream is usable again.
+        add.launch_on(&s, 2, &add_args(&x, &x, &mut out, 300)).unwrap();
+        assert_eq!(out.download().unwrap(), vec![2.0; 300]);
+        // Out of memory names the size asked for and what is free.
+        let e = DeviceTensor::<u8>::zeros(&g, 1 << 50).unwrap_err().to_string();
+        assert!(
+            e.contains("out of GPU memory") && e.contains("1125899906842624 bytes") && e.contains("free"),
+            "{e}"
+        );
+        let e = g.pinned(1 << 50).unwrap_err().to_string();
+        assert!(e.contains("1125899906842624"), "{e}");
+        // A growable buffer asked to grow past its reservation.
+        let mut kv = tile_jit::GrowableTensor::<f32>::reserve(&g, 1 << 20, 0).unwrap();
+        kv.grow_to(1000).unwrap();
+        let e = kv.grow_to(1 << 21).unwrap_err().to_string();
+        assert!(e.contains("reserved"), "{e}");
+        assert_eq!(kv.len(), 1000);
+        assert!(g.live_allocations() > before);
+    }
+    g.synchronize_all().unwrap();
+    assert_eq!(g.live_allocations(), before, "every allocation is freed");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_buffer_used_on_another_stream_is_freed_after_that_work() {
+    // A long kernel on stream `s` reads `x`; `x` is dropped at once and its memory handed out
+    // again on the default stream and overwritten. The free waits for `s`, so the kernel still
+    // reads its own data.
+    let g = gpu();
+    let cache = TempDir::new("streams");
+    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    let n = 1 << 26;
+    let s = g.new_stream().unwrap();
+    let y = DeviceTensor::upload(&g, &vec![2.0f32; n]).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    for _ in 0..3 {
+        let x = DeviceTensor::upload(&g, &vec![1.0f32; n]).unwrap();
+        g.synchronize().unwrap();
+        add.launch_on(&s, (n as u32).div_ceil(1024), &add_args(&x, &y, &mut out, n))
+            .unwrap();
+        drop(x);
+        let mut other = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+        other.copy_from(&vec![7.0f32; n]).unwrap();
+        // `out` was written on `s`: the download waits for it.
+        let got = out.download().unwrap();
+        assert!(
+            got.iter().all(|v| *v == 3.0),
+            "a kernel saw its input freed and overwritten"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pinned_copies_overlap_on_their_own_streams() {
+    let g = gpu();
+    let n = 1 << 22;
+    let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let src = tile_jit::PinnedTensor::from_slice(&g, &host).unwrap();
+    let mut back = tile_jit::PinnedTensor::<f32>::zeros(&g, n).unwrap();
+    let (up, down) = (g.new_stream().unwrap(), g.new_stream().unwrap());
+    let mut d = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    g.synchronize().unwrap();
+    d.copy_from_pinned(&src, &up).unwrap();
+    let done = up.record().unwrap();
+    down.wait(&done).unwrap();
+    d.copy_to_pinned(&mut back, &down).unwrap();
+    // The host view waits for the copy in flight.
+    assert_eq!(back.as_slice().unwrap(), &host[..]);
+    let short = tile_jit::PinnedTensor::<f32>::zeros(&g, 3).unwrap();
+    let e = d.copy_from_pinned(&short, &up).unwrap_err().to_string();
+    assert!(e.contains("lengths must match"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn growable_buffers_grow_in_place_keeping_their_contents() {
+    let g = gpu();
+    let cache = TempDir::new("vmm");
+    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    let before = g.live_allocations();
+    let mut buf = tile_jit::GrowableTensor::<f32>::reserve(&g, 1 << 28, 0).unwrap();
+    let base = buf.device_ptr();
+    let chunk = buf.chunk_bytes() / 4;
+    buf.grow_to(chunk + 10).unwrap();
+    assert_eq!((buf.len(), buf.mapped_bytes()), (chunk + 10, 2 * chunk * 4));
+    let ones: Vec<f32> = (0..chunk + 10).map(|i| i as f32).collect();
+    buf.write_at(0, &ones).unwrap();
+    buf.grow_to(5 * chunk).unwrap();
+    assert_eq!(buf.device_ptr(), base);
+    assert_eq!(&buf.download().unwrap()[..chunk + 10], &ones[..]);
+    assert!(buf.write_at(5 * chunk - 1, &[1.0, 2.0]).is_err());
+    drop(buf);
+    assert_eq!(g.live_allocations(), before);
+
+    // Stress: 10,000 grows and shrinks, a kernel writing the whole buffer after each grow (run
+    // it under compute-sanitizer memcheck: no access may land outside the mapped chunks).
+    let y = DeviceTensor::upload(&g, &vec![1.0f32; 16 * chunk]).unwrap();
+    let mut kv = tile_jit::GrowableTensor::<f32>::reserve(&g, 16 * chunk, 0).unwrap();
+    let mut rng = 12345u64;
+    let cycles: usize = std::env::var("TILE_VMM_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    for i in 0..cycles {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let len = 1 + (rng % (16 * chunk as u64)) as usize;
+        kv.grow_to(len).unwrap();
+        let n = kv.len();
+        let grid = (n as u32).div_ceil(1024);
+        let args = [Arg::buf(&y), Arg::buf(&y), Arg::buf_mut(&mut kv), Arg::i32(n as i32)];
+        add.launch(grid, &args).unwrap();
+        if i % 1000 == 0 {
+            assert!(kv.download().unwrap().iter().all(|v| *v == 2.0));
+        }
+        kv.shrink_to((rng >> 32) as usize % (n + 1)).unwrap();
+        assert!(kv.mapped_bytes() >= kv.len() * 4 && kv.mapped_bytes() <= kv.len() * 4 + kv.chunk_bytes());
+    }
+    drop(kv);
+    g.synchronize_all().unwrap();
+    assert_eq!(g.live_allocations(), before + 1, "only `y` is left");
 }
