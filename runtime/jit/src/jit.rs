@@ -1,15 +1,15 @@
 //! The JIT: kernel handles that check, specialise, compile or fetch from the caches, and launch.
 //!
-//! Three caches, from hot to cold: each [`JitKernel`] keeps its loaded specialisations in a small
-//! list keyed by the packed argument tags (the launch path: no hashing, no allocation); the
-//! [`Jit`] keeps every loaded module in a `HashMap` keyed by the full cache key (shared by
+//! Three caches, from hot to cold: each [`JitKernel`] keeps its loaded specialisations by packed
+//! argument tags in write-once slots read without a lock (the launch path: no hashing, no
+//! allocation); the [`Jit`] keeps every loaded module in a `HashMap` keyed by the full cache key (shared by
 //! handles of the same kernel); the disk cache keeps compiled PTX and cubins across processes.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tile_driver::tma::MAX_TENSOR_MAPS;
 use tile_driver::{ArgSpec, Target};
@@ -235,7 +235,7 @@ impl Jit {
             .or_insert_with(|| {
                 Arc::new(KernelInner {
                     plan,
-                    specs: Mutex::new(Vec::new()),
+                    specs: Specs::default(),
                 })
             })
             .clone();
@@ -272,8 +272,77 @@ impl Jit {
 
 struct KernelInner {
     plan: Plan,
-    /// Loaded specialisations by packed tags; a handful at most, so a list beats a map.
-    specs: Mutex<Vec<(u128, Arc<Loaded>)>>,
+    specs: Specs,
+}
+
+/// How many specialisations a handle finds without taking a lock.
+const SLOTS: usize = 16;
+
+/// A handle's loaded specialisations by packed tags: the first [`SLOTS`] in slots that are
+/// written once and never cleared (a lookup is one atomic load per slot, no lock, no reference
+/// count), the rest in a list behind a lock.
+#[derive(Default)]
+struct Specs {
+    slots: [OnceLock<(u128, Arc<Loaded>)>; SLOTS],
+    more: Mutex<Vec<(u128, Arc<Loaded>)>>,
+}
+
+/// A loaded specialisation found for a launch: borrowed from a slot, or shared from the list.
+pub(crate) enum Spec<'a> {
+    Slot(&'a Arc<Loaded>),
+    Shared(Arc<Loaded>),
+}
+
+impl std::ops::Deref for Spec<'_> {
+    type Target = Loaded;
+    fn deref(&self) -> &Loaded {
+        match self {
+            Spec::Slot(l) => l,
+            Spec::Shared(l) => l,
+        }
+    }
+}
+
+impl Spec<'_> {
+    fn to_arc(&self) -> Arc<Loaded> {
+        match self {
+            Spec::Slot(l) => Arc::clone(l),
+            Spec::Shared(l) => l.clone(),
+        }
+    }
+}
+
+impl Specs {
+    fn find(&self, tag: u128) -> Option<Spec<'_>> {
+        for s in &self.slots {
+            match s.get() {
+                Some((t, l)) if *t == tag => return Some(Spec::Slot(l)),
+                Some(_) => {}
+                // Slots fill in order: past the first empty one there is nothing.
+                None => return None,
+            }
+        }
+        lock(&self.more)
+            .iter()
+            .find(|(t, _)| *t == tag)
+            .map(|(_, l)| Spec::Shared(l.clone()))
+    }
+
+    /// Keeps `loaded` for `tag` (or what another thread kept for it meanwhile).
+    fn insert(&self, tag: u128, loaded: Arc<Loaded>) -> Spec<'_> {
+        for s in &self.slots {
+            let (t, l) = s.get_or_init(|| (tag, loaded.clone()));
+            if *t == tag {
+                return Spec::Slot(l);
+            }
+        }
+        let mut more = lock(&self.more);
+        if let Some((_, l)) = more.iter().find(|(t, _)| *t == tag) {
+            return Spec::Shared(l.clone());
+        }
+        more.push((tag, loaded.clone()));
+        Spec::Shared(loaded)
+    }
 }
 
 /// One kernel of a [`Jit`] with its compile-time parameters bound. Cheap to clone; launches
@@ -343,7 +412,7 @@ impl JitKernel {
     /// select, without launching: a way to take the compile out of the first launch.
     pub fn prepare(&self, args: &[Arg<'_>]) -> Result<LoadedKernel, JitError> {
         self.check(args)?;
-        self.specialization(args).map(LoadedKernel)
+        self.specialization(args).map(|s| LoadedKernel(s.to_arc()))
     }
 
     /// Launches on `grid` programs and waits for the kernel to finish.
@@ -439,20 +508,14 @@ impl JitKernel {
 
     /// The loaded specialisation for checked `args`: from this handle's list, the JIT's map,
     /// the disk cache, or a fresh compile, in that order.
-    pub(crate) fn specialization(&self, args: &[Arg<'_>]) -> Result<Arc<Loaded>, JitError> {
+    pub(crate) fn specialization(&self, args: &[Arg<'_>]) -> Result<Spec<'_>, JitError> {
         let tag = args::spec_key(args);
-        if let Some((_, l)) = lock(&self.inner.specs).iter().find(|(t, _)| *t == tag) {
-            return Ok(l.clone());
+        if let Some(l) = self.inner.specs.find(tag) {
+            return Ok(l);
         }
         let spec: Vec<ArgSpec> = args.iter().map(args::arg_spec).collect();
         let loaded = self.load(&spec)?;
-        let mut specs = lock(&self.inner.specs);
-        // Another thread may have loaded it meanwhile; keep the first.
-        if let Some((_, l)) = specs.iter().find(|(t, _)| *t == tag) {
-            return Ok(l.clone());
-        }
-        specs.push((tag, loaded.clone()));
-        Ok(loaded)
+        Ok(self.inner.specs.insert(tag, loaded))
     }
 
     /// Slow path: no lock is held while compiling, so other kernels keep launching.

@@ -19,7 +19,7 @@
 //!     )?;
 //!     // A handle per kernel and binding of its compile-time parameters: checked now (its
 //!     // diagnostics are the error), compiled on first launch. Keep it: launches through it
-//!     // only look up a small list.
+//!     // only look up a few write-once slots.
 //!     const BLOCK: u32 = 1024;
 //!     let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(BLOCK as i64))])?;
 //!
@@ -48,7 +48,7 @@
 //! 2. Specialisation, as Triton does: each integer argument equal to 1 or divisible by 16, and
 //!    each buffer aligned to 16 bytes, is a fact codegen may use ([`tile_driver::ArgSpec`]);
 //!    the facts of a launch select one compiled variant of the kernel.
-//! 3. The variant, from the first cache that has it: the handle's own list (packed tags, no
+//! 3. The variant, from the first cache that has it: the handle's own slots (packed tags, no
 //!    hashing), the [`Jit`]'s map (shared by handles), the disk cache (across processes; see
 //!    [`cache`]), or a fresh compile (source → PTX → cubin when ptxas is found).
 //! 4. The launch: the caller's grid, the compiled block size and dynamic shared memory.
