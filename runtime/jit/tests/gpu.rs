@@ -606,3 +606,39 @@ fn growable_buffers_grow_in_place_keeping_their_contents() {
     g.synchronize_all().unwrap();
     assert_eq!(g.live_allocations(), before + 1, "only `y` is left");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tensors_past_two_to_the_31_elements() {
+    // 2^31 + 4099 one-byte elements per tensor (2 GiB each): the last programs address bytes past
+    // 2^31, which i32 offsets would wrap. Checked against the host, every element.
+    let g = gpu();
+    let cache = TempDir::new("wide");
+    let jit = Jit::new(
+        &g,
+        Source::Static(include_str!("kernels/wide_offsets.tile")),
+        opts(&cache),
+    )
+    .unwrap();
+    let k = jit.kernel("add_wide", &[]).unwrap();
+    let n = (1usize << 31) + 4099;
+    let xh: Vec<i8> = (0..n).map(|i| (i % 251) as u8 as i8).collect();
+    let yh: Vec<i8> = (0..n).map(|i| (i % 13) as i8 - 6).collect();
+    let x = DeviceTensor::upload(&g, &xh).unwrap();
+    let y = DeviceTensor::upload(&g, &yh).unwrap();
+    let mut out = DeviceTensor::<i8>::zeros(&g, n).unwrap();
+    let block = match k.consts().iter().find(|(name, _)| name == "BLOCK") {
+        Some((_, ConstValue::Int(b))) => *b as usize,
+        other => panic!("BLOCK: {other:?}"),
+    };
+    let grid = n.div_ceil(block) as u32;
+    k.launch(
+        grid,
+        &[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i64(n as i64)],
+    )
+    .unwrap();
+    let got = out.download().unwrap();
+    let bad = (0..n).filter(|&i| got[i] != xh[i].wrapping_add(yh[i])).count();
+    assert_eq!(bad, 0, "{bad} of {n} elements differ from the host");
+    assert_eq!(got[n - 1], xh[n - 1].wrapping_add(yh[n - 1]));
+}
