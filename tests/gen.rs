@@ -1,7 +1,8 @@
 //! Random well-formed kernels for differential testing: [`random_kernel_file`] gives the text of
 //! a whole `.tile` file, one kernel and a `run` spec without `reference(..)`, so that
-//! `tilec verify` on a GPU compares the GPU's results with the interpreter's (and, later, a
-//! rewritten kernel can be compared with the original the same way).
+//! `tilec verify` on a GPU compares the GPU's results with the interpreter's, and
+//! `rewritten_generated_kernels_compute_the_same_bits` (tests/suite/gen.rs) compares each kernel
+//! rewritten by the e-graph optimizer with the original on the interpreter, bit for bit.
 //!
 //! Every kernel is well formed and runs on the interpreter without an error by construction:
 //! every load and store is masked with the bounds of the run spec's ragged sizes, integer

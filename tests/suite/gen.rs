@@ -1,6 +1,6 @@
 //! The random kernel generator (`tests/gen.rs`): every generated file is accepted by the checker
-//! and runs on the interpreter without an error, and together they cover what the generator
-//! promises. `write_generated_kernels` writes them out for a GPU host, where
+//! and runs on the interpreter without an error, together they cover what the generator
+//! promises, and the e-graph rewriter changes none of their results by a bit. `write_generated_kernels` writes them out for a GPU host, where
 //! `tilec verify DIR/*.tile` compares the GPU with the interpreter.
 
 use tile_tests::random_kernel_file;
@@ -157,4 +157,90 @@ fn write_generated_kernels() {
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }
     println!("wrote {count} kernels to {}", dir.display());
+}
+
+/// Kernels run through the rewriter on every run.
+const REWRITTEN: u64 = 300;
+
+/// Differential testing of the e-graph rewriter: every generated kernel, rewritten with the exact
+/// rules, leaves on the interpreter the same bits in every buffer as the original (a NaN agrees
+/// with any NaN: the rules may reorder the operands an op takes its NaN payload from).
+#[test]
+fn rewritten_generated_kernels_compute_the_same_bits() {
+    let mut failures = Vec::new();
+    let mut changed = 0;
+    for seed in 0..REWRITTEN {
+        let text = random_kernel_file(seed);
+        match same_bits_when_rewritten(&text) {
+            Ok(c) => changed += c as u64,
+            Err(e) => failures.push(format!("seed {seed}: {e}\n{text}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {REWRITTEN} generated kernels compute other bits once rewritten; the first:\n{}",
+        failures.len(),
+        failures[0]
+    );
+    // The comparison means something only if the rewriter changes kernels.
+    assert!(
+        changed > REWRITTEN / 2,
+        "the rewriter changed only {changed} of {REWRITTEN} kernels"
+    );
+}
+
+/// Whether the rewriter changed the kernel (in any case), or where the bits differ.
+fn same_bits_when_rewritten(text: &str) -> Result<bool, String> {
+    use tile_lang::{interp, spec};
+    let c = tilec::check_source(text, &vec![]);
+    let render = |d: &[tile_lang::diag::Diagnostic]| tile_lang::diag::render("gen.tile", text, d);
+    if !c.diags.is_empty() {
+        return Err(render(&c.diags));
+    }
+    let src = tile_driver::Source {
+        name: "gen.tile".into(),
+        text: text.into(),
+        ast: c.ast.expect("no diagnostics"),
+        parse_time: Default::default(),
+    };
+    let mut changed = false;
+    for s in &c.specs {
+        for (i, case) in spec::cases(s).map_err(|d| render(&[d]))?.iter().enumerate() {
+            let run = |rewrite: Option<tile_opt::egraph::OptOptions>| -> Result<(String, Vec<interp::Buffer>), String> {
+                let req = tile_driver::Request {
+                    pins: tile_driver::Pins {
+                        consts: case.consts.clone(),
+                        ..Default::default()
+                    },
+                    rewrite,
+                    ..tile_driver::Request::new(&s.kernel, tile_driver::target("sm_90a").unwrap())
+                };
+                let compiled =
+                    tile_driver::compile(&src, &req, tile_driver::Stage::Rewrite).map_err(|e| src.render(&e))?;
+                let k = compiled.kernel();
+                let mut p = spec::prepare(s, case, k, i as u64 + 1).map_err(|d| render(&[d]))?;
+                interp::run(k, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
+                Ok((k.to_string(), p.buffers))
+            };
+            let ((before, plain), (after, rewritten)) = (run(None)?, run(Some(Default::default()))?);
+            changed |= before != after;
+            for (a, b) in plain.iter().zip(&rewritten) {
+                let differs = a
+                    .data
+                    .iter()
+                    .zip(&b.data)
+                    .position(|(x, y)| x != y && !(x.as_f64(a.dtype).is_nan() && y.as_f64(b.dtype).is_nan()));
+                if let Some(at) = differs {
+                    return Err(format!(
+                        "case [{}]: buffer `{}` element {at}: {:?} originally, {:?} rewritten",
+                        case.label(),
+                        a.name,
+                        a.data[at],
+                        b.data[at]
+                    ));
+                }
+            }
+        }
+    }
+    Ok(changed)
 }
