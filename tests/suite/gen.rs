@@ -244,3 +244,58 @@ fn same_bits_when_rewritten(text: &str) -> Result<bool, String> {
     }
     Ok(changed)
 }
+
+/// Kernels compiled through the back half of the pipeline on every run.
+const LOWERED: u64 = 100;
+
+/// The back half of the pipeline on generated kernels: the static model's configuration, the
+/// rewriter, codegen to PTX for sm_80 and sm_90a, and ptxas: no panic, no error, for each run-spec
+/// case's values.
+#[test]
+fn generated_kernels_compile_and_assemble_for_every_target() {
+    let ptxas = crate::ptx::ptxas("generated_kernels_compile_and_assemble_for_every_target");
+    let mut failures = Vec::new();
+    let mut assembled = 0;
+    for seed in 0..LOWERED {
+        let text = random_kernel_file(seed);
+        let c = tilec::check_source(&text, &vec![]);
+        let src = tile_driver::Source {
+            name: "gen.tile".into(),
+            text: text.clone(),
+            ast: c.ast.expect("generated kernels check"),
+            parse_time: Default::default(),
+        };
+        for s in &c.specs {
+            for case in tile_lang::spec::cases(s).unwrap() {
+                for (sm, rewrite) in [("sm_80", None), ("sm_90a", Some(Default::default()))] {
+                    let req = tile_driver::Request {
+                        pins: tile_driver::Pins {
+                            consts: case.consts.clone(),
+                            ..Default::default()
+                        },
+                        config: tile_driver::ConfigSource::Model(Some((s.clone(), case.clone()))),
+                        rewrite,
+                        ptxas: ptxas.clone(),
+                        ..tile_driver::Request::new(&s.kernel, tile_driver::target(sm).unwrap())
+                    };
+                    let at = format!("seed {seed} [{}] {sm}", case.label());
+                    let r = std::panic::catch_unwind(|| tile_driver::compile(&src, &req, tile_driver::Stage::Cubin));
+                    match r {
+                        Ok(Ok(comp)) => assembled += comp.lowered.is_some_and(|l| l.cubin.is_some()) as usize,
+                        Ok(Err(e)) => failures.push(format!("{at}: {}", src.render(&e))),
+                        Err(_) => failures.push(format!("{at}: panicked\n{text}")),
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} generated kernel compilations failed; the first:\n{}",
+        failures.len(),
+        failures[0]
+    );
+    if ptxas.is_some() {
+        assert!(assembled > 0);
+    }
+}
