@@ -30,7 +30,7 @@ pub fn random_kernel_file(seed: u64) -> String {
 }
 
 /// The dtypes kernels compute in: what the GPU back end supports everywhere (fp8 conversions
-/// and f64 math are not lowered).
+/// and some f64 math are not lowered).
 const INTS: [DType; 7] = [
     DType::I8,
     DType::I16,

@@ -170,6 +170,17 @@ impl<'c> Lowering<'c, '_> {
         let mul = |a: BasicValueEnum<'c>, c: f64| -> R<BasicValueEnum<'c>> {
             Ok(llvm(b.build_float_mul(a.into_float_value(), t.into_float_type().const_float(c), ""))?.into())
         };
+        if d == DType::F64 {
+            match u {
+                UnaryOp::Exp => return self.exp_f64(fx, false),
+                UnaryOp::Exp2 => return self.exp_f64(fx, true),
+                UnaryOp::Log => return self.log_f64(fx, false),
+                UnaryOp::Log2 => return self.log_f64(fx, true),
+                UnaryOp::Sigmoid => return self.sigmoid_f64(fx),
+                UnaryOp::Rsqrt => return self.rsqrt_f64(fx),
+                _ => {}
+            }
+        }
         Ok(match u {
             UnaryOp::Neg => llvm(b.build_float_neg(fx, ""))?.into(),
             UnaryOp::Not => x,

@@ -14,6 +14,7 @@ mod dot;
 mod elementwise;
 mod helpers;
 mod index;
+mod math64;
 mod memory;
 mod pipeline;
 mod reduce;
