@@ -1,6 +1,7 @@
 //! No input makes the front end panic or hang: mutated copies of every example (bytes deleted,
 //! duplicated, swapped, replaced by tokens of the language) go through parse, check and run-spec
-//! parsing. The fuzz target in tests/fuzz does the same without end.
+//! parsing. The fuzz targets in tests/fuzz do the same without end, for the front end, the whole
+//! pipeline and the interpreter; their corpora are replayed here.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -168,42 +169,87 @@ fn mutated_examples_never_panic_or_hang() {
     }
 }
 
-/// The fuzzer's corpus (tests/fuzz/corpus/front_end: the examples and what the front-end fuzzer
-/// kept) through the whole pipeline, as every command and the JIT run it: parse and file-level
-/// checks, the static model's configuration, check, the e-graph rewriter, and codegen to PTX for
-/// sm_90a. Errors are expected; a panic or a stage that does not finish is a bug.
+/// The fuzzers' corpora of kernels (tests/fuzz/corpus/front_end and whole_pipeline: the examples
+/// and what the fuzzers kept) through the whole pipeline, as every command and the JIT run it:
+/// parse and file-level checks, the static model's configuration, check, the e-graph rewriter,
+/// and codegen to PTX for sm_90a. Errors are expected; a panic or a stage that does not finish
+/// is a bug.
 #[test]
 fn fuzz_corpus_through_the_whole_pipeline() {
-    let dir = tile_tests::root().join("tests/fuzz/corpus/front_end");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    assert!(files.len() > 100, "the corpus is in {}", dir.display());
     let (mut compiled, mut refused) = (0usize, 0usize);
-    for path in files {
-        let Ok(text) = String::from_utf8(std::fs::read(&path).unwrap()) else {
-            continue;
-        };
-        let (tx, rx) = mpsc::channel();
-        let worker = std::thread::Builder::new()
-            .stack_size(64 << 20)
-            .spawn(move || {
-                let r = std::panic::catch_unwind(|| whole_pipeline(&text));
-                let _ = tx.send(r.ok());
-            })
-            .unwrap();
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(Some((ok, bad))) => {
-                compiled += ok;
-                refused += bad;
-            }
-            Ok(None) => panic!("{} made the pipeline panic", path.display()),
-            Err(_) => panic!("{} did not finish in 60 s", path.display()),
+    for corpus in ["front_end", "whole_pipeline"] {
+        let files = corpus_files(corpus);
+        assert!(
+            files.len() > 100,
+            "the {corpus} corpus is in tests/fuzz/corpus/{corpus}"
+        );
+        for (path, text) in files {
+            let (ok, bad) = bounded(&path, move || whole_pipeline(&text));
+            compiled += ok;
+            refused += bad;
         }
-        worker.join().unwrap();
     }
-    eprintln!("fuzz corpus: {compiled} kernels to PTX, {refused} refused with an error");
+    eprintln!("fuzz corpora: {compiled} kernels to PTX, {refused} refused with an error");
     // The examples are in the corpus: some kernels must get through.
     assert!(compiled > 10, "{compiled} kernels compiled, {refused} refused");
+}
+
+/// The interpreter fuzzer's corpus (tests/fuzz/corpus/interpreter) through `tilec verify
+/// --interpret`, with the fuzz target's limit on case sizes: a result or a diagnostic for each
+/// file, never a panic or a case that does not finish.
+#[test]
+fn fuzz_corpus_through_the_interpreter() {
+    let files = corpus_files("interpreter");
+    assert!(
+        files.len() > 20,
+        "the interpreter corpus is in tests/fuzz/corpus/interpreter"
+    );
+    let mut ran = 0;
+    for (path, text) in files {
+        ran += bounded(&path, move || {
+            let checked = tilec::check_source(&text, &vec![]);
+            let small = checked.diags.is_empty()
+                && checked.specs.iter().all(|s| {
+                    tile_lang::spec::cases(s).is_ok_and(|cases| {
+                        cases.len() <= 16 && cases.iter().all(|c| c.sizes.iter().all(|(_, v)| (0..=64).contains(v)))
+                    })
+                });
+            small && tilec::verify_interpreted(&text).is_ok()
+        }) as usize;
+    }
+    eprintln!("interpreter corpus: {ran} files ran their cases");
+    assert!(ran > 10);
+}
+
+/// The UTF-8 files of a fuzz corpus, by name.
+fn corpus_files(corpus: &str) -> Vec<(std::path::PathBuf, String)> {
+    let dir = tile_tests::root().join("tests/fuzz/corpus").join(corpus);
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|p| String::from_utf8(std::fs::read(&p).unwrap()).ok().map(|t| (p, t)))
+        .collect()
+}
+
+/// Runs `f` on a thread with a large stack: its result, or a test failure naming `path` when it
+/// panics or takes more than 60 s.
+fn bounded<T: Send + 'static>(path: &std::path::Path, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(r.ok());
+        })
+        .unwrap();
+    let r = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Some(r)) => r,
+        Ok(None) => panic!("{} made the pipeline panic", path.display()),
+        Err(_) => panic!("{} did not finish in 60 s", path.display()),
+    };
+    worker.join().unwrap();
+    r
 }
 
 /// Every kernel of `text` to PTX; returns how many compiled and how many were refused.

@@ -1,0 +1,23 @@
+//! Any text through the whole pipeline every command and the JIT run: parse and file-level
+//! checks, the static model's configuration, check, the e-graph rewriter, and codegen to PTX
+//! for sm_90a (LLVM included). Errors are expected; nothing may panic, hang or blow up memory.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tile_driver::{ConfigSource, OptOptions, Request, Source, Stage};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(src) = Source::parse("fuzz.tile", text) else { return };
+    let target = tile_driver::target("sm_90a").unwrap();
+    for name in src.kernel_names() {
+        let req = Request {
+            config: ConfigSource::Model(None),
+            rewrite: Some(OptOptions::default()),
+            ..Request::new(name, target.clone())
+        };
+        if let Err(e) = tile_driver::compile(&src, &req, Stage::Ptx) {
+            let _ = src.render(&e);
+        }
+    }
+});
