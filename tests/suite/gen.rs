@@ -197,12 +197,7 @@ fn same_bits_when_rewritten(text: &str) -> Result<bool, String> {
     if !c.diags.is_empty() {
         return Err(render(&c.diags));
     }
-    let src = tile_driver::Source {
-        name: "gen.tile".into(),
-        text: text.into(),
-        ast: c.ast.expect("no diagnostics"),
-        parse_time: Default::default(),
-    };
+    let src = tile_driver::Source::parse("gen.tile", text).map_err(|e| format!("{e:?}"))?;
     let mut changed = false;
     for s in &c.specs {
         for (i, case) in spec::cases(s).map_err(|d| render(&[d]))?.iter().enumerate() {
@@ -259,12 +254,7 @@ fn generated_kernels_compile_and_assemble_for_every_target() {
     for seed in 0..LOWERED {
         let text = random_kernel_file(seed);
         let c = tilec::check_source(&text, &vec![]);
-        let src = tile_driver::Source {
-            name: "gen.tile".into(),
-            text: text.clone(),
-            ast: c.ast.expect("generated kernels check"),
-            parse_time: Default::default(),
-        };
+        let src = tile_driver::Source::parse("gen.tile", text.clone()).expect("generated kernels parse");
         for s in &c.specs {
             for case in tile_lang::spec::cases(s).unwrap() {
                 for (sm, rewrite) in [("sm_80", None), ("sm_90a", Some(Default::default()))] {

@@ -187,6 +187,13 @@ impl<T: Element> DeviceTensor<T> {
 
     /// Copies all of `src` (at most as long) to the start of this tensor on `stream`.
     pub fn copy_from_device(&mut self, src: &DeviceTensor<T>, stream: &Stream) -> Result<(), RuntimeError> {
+        // Checked here, in elements: the byte-level copy would report bytes.
+        if src.len > self.len {
+            return Err(RuntimeError::Length {
+                expected: self.len,
+                got: src.len,
+            });
+        }
         self.gpu.copy_on(stream, &src.buf, &mut self.buf)
     }
 
