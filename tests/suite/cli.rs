@@ -198,6 +198,29 @@ fn verify_without_a_reference_runs_on_the_interpreter() {
 }
 
 #[test]
+fn the_interpreter_stops_at_its_step_budget_and_says_where() {
+    let dir = temp_dir("budget");
+    let file = dir.join("spin.tile");
+    std::fs::write(
+        &file,
+        "kernel spin(out: *mut f32, n: i32) {\n    let mut acc = zeros([64], f32);\n    for i in 0..n {\n        acc = acc + 1.0;\n    }\n    store(out + arange(0, 64), acc);\n}\n\
+         run spin { sizes(n: [2_000_000_000]); grid(1); args(out: output([64]), n: n); }\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let (code, out, err) = tilec(&["verify", "--interpret", "--max-steps", "100000", f]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("stopped after 100000 element operations, the budget (--max-steps raises it); the loop at 3:5 was in iteration 769 of 2000000000"),
+        "{out}"
+    );
+    let (code, out, err) = tilec(&["run", "--interpret", "--max-steps", "1000", f]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("stopped after 1000 element operations"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn tune_needs_a_gpu() {
     // Like `verify_reports_errors_and_needs_a_backend`: CI has no GPU.
     let (code, _, err) = tilec(&["tune", &path("dsl-examples/vector_add.tile"), "--top-k", "2"]);

@@ -214,11 +214,20 @@ fn fuzz_corpus_through_the_interpreter() {
                         cases.len() <= 16 && cases.iter().all(|c| c.sizes.iter().all(|(_, v)| (0..=64).contains(v)))
                     })
                 });
-            small && tilec::verify_interpreted(&text).is_ok()
+            small && tilec::verify(&text, &fuzz_budget()).is_ok()
         }) as usize;
     }
     eprintln!("interpreter corpus: {ran} files ran their cases");
     assert!(ran > 10);
+}
+
+/// The interpreter fuzz target's options: a step budget of 1e7 per run (under a second), so
+/// that a loop with a huge bound ends with an error.
+fn fuzz_budget() -> tilec::VerifyOptions<'static> {
+    tilec::VerifyOptions {
+        limits: tile_lang::interp::Limits { max_steps: 10_000_000 },
+        ..Default::default()
+    }
 }
 
 /// The UTF-8 files of a fuzz corpus, by name.

@@ -99,6 +99,9 @@ enum Command {
         sm: String,
         #[command(flatten)]
         opt: OptArgs,
+        /// The interpreter's budget in element operations (2e7 to 4e7 a second), per kernel run.
+        #[arg(long, value_name = "N", default_value_t = interp::Limits::DEFAULT_MAX_STEPS)]
+        max_steps: u64,
     },
     /// Run one case of a kernel's run spec on the GPU (or with `--interpret` on the interpreter),
     /// with buffer arguments from NumPy `.npy` files instead of their generators, and write every
@@ -124,6 +127,9 @@ enum Command {
         /// GPU target to compile for: 80, 89, 90 or 90a.
         #[arg(long, default_value = "90a")]
         sm: String,
+        /// The interpreter's budget in element operations (2e7 to 4e7 a second).
+        #[arg(long, value_name = "N", default_value_t = interp::Limits::DEFAULT_MAX_STEPS)]
+        max_steps: u64,
     },
     /// Time each run spec's `bench(..)` cases on the GPU (CUDA events, L2 flushed between runs).
     Bench {
@@ -296,9 +302,11 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             interpret,
             sm,
             opt,
+            max_steps,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
-            cmd_verify(&files, (interpret, opt.options()), &sm, out, err)
+            let limits = interp::Limits { max_steps };
+            cmd_verify(&files, (interpret, opt.options(), limits), &sm, out, err)
         }),
         Command::Run {
             file,
@@ -308,6 +316,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             save,
             interpret,
             sm,
+            max_steps,
         } => cmd_run(
             &file,
             run::RunOptions {
@@ -315,6 +324,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                 case,
                 inputs: Vec::new(),
                 save,
+                limits: interp::Limits { max_steps },
             },
             &inputs,
             (interpret, &sm),
@@ -859,7 +869,19 @@ impl CaseResult {
 
 /// Runs every case of every run spec in `text` on the interpreter.
 pub fn verify_interpreted(text: &str) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
-    verify(text, None, None)
+    verify(text, &VerifyOptions::default())
+}
+
+/// How [`verify`] runs each case.
+#[derive(Default)]
+pub struct VerifyOptions<'a> {
+    /// The GPU to run on (each case is also run on the interpreter and compared); `None`: the
+    /// interpreter alone.
+    pub gpu: Option<&'a GpuBackend>,
+    /// Each checked kernel goes through the e-graph optimizer first.
+    pub rewrite: Option<tile_opt::egraph::OptOptions>,
+    /// The interpreter's budget, for the kernel and for an in-file reference kernel each.
+    pub limits: interp::Limits,
 }
 
 /// Opens GPU 0 for `sm` and says which GPU it is.
@@ -891,12 +913,7 @@ pub struct GpuBackend {
 /// Runs every case of every run spec in `text`: on the GPU when one is given (comparing with
 /// the reference, if the spec names one, and with the interpreter), else on the interpreter
 /// (comparing with the reference, if any: without one, a case passes when it runs without error).
-/// With `rewrite`, each checked kernel goes through the e-graph optimizer first.
-pub fn verify(
-    text: &str,
-    gpu: Option<&GpuBackend>,
-    rewrite: Option<&tile_opt::egraph::OptOptions>,
-) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
+pub fn verify(text: &str, opts: &VerifyOptions) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
     let c = check_source(text, &vec![]);
     if !c.diags.is_empty() {
         return Err(c.diags);
@@ -929,7 +946,7 @@ pub fn verify(
                 printed: vec![],
                 has_reference: reference.is_some(),
             };
-            match run_case(&src, s, case, seed(&s.kernel, i), reference.as_ref(), (gpu, rewrite)) {
+            match run_case(&src, s, case, seed(&s.kernel, i), reference.as_ref(), opts) {
                 Ok((c, printed)) => {
                     r.comparisons = c;
                     r.printed = printed;
@@ -983,16 +1000,16 @@ fn run_case(
     case: &Case,
     seed: u64,
     reference: Option<&Reference>,
-    (gpu, rewrite): (Option<&GpuBackend>, Option<&tile_opt::egraph::OptOptions>),
+    opts: &VerifyOptions,
 ) -> Result<CaseOutcome, String> {
     let render = |d: Vec<Diagnostic>| diag::render("spec", &src.text, &d);
-    let compiled = case_kernel(src, s, case, gpu, rewrite)?;
+    let compiled = case_kernel(src, s, case, opts.gpu, opts.rewrite.as_ref())?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed).map_err(|d| render(vec![d]))?;
     // A reference reads the sizes, constants and buffers it expects by name; a run spec that names
     // them otherwise makes it panic. That is the run spec's mistake, reported as the case's error.
     let expected = match reference {
-        Some(Reference::Kernel(name)) => Some(spec::run_reference_kernel(&src.text, &src.ast, name, &p)?),
+        Some(Reference::Kernel(name)) => Some(spec::run_reference_kernel(&src.text, &src.ast, name, &p, &opts.limits)?),
         Some(Reference::Rust(r)) => Some(
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r(&p.reference_input))).map_err(|e| {
                 let why = e
@@ -1006,8 +1023,9 @@ fn run_case(
         None => None,
     };
     let initial = p.buffers.clone();
-    let printed = interp::run(kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
-    let gpu_out = match gpu {
+    let printed = interp::run_limited(kernel, p.grid, &p.args, &mut p.buffers, &opts.limits)
+        .map_err(|e| format!("interpreter: {e}"))?;
+    let gpu_out = match opts.gpu {
         Some(g) => Some(run_on_gpu(g, kernel, &compiled.config, &p, initial)?),
         None => None,
     };
@@ -1201,7 +1219,7 @@ fn cmd_run(
 
 fn cmd_verify(
     files: &[PathBuf],
-    (interpret, rewrite): (bool, Option<tile_opt::egraph::OptOptions>),
+    (interpret, rewrite, limits): (bool, Option<tile_opt::egraph::OptOptions>, interp::Limits),
     sm: &str,
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
@@ -1210,7 +1228,12 @@ fn cmd_verify(
     let (mut passed, mut failed) = (0, 0);
     for f in files {
         let src = read(f)?;
-        match verify(&src.text, backend.as_ref(), rewrite.as_ref()) {
+        let opts = VerifyOptions {
+            gpu: backend.as_ref(),
+            rewrite: rewrite.clone(),
+            limits,
+        };
+        match verify(&src.text, &opts) {
             Err(d) => {
                 diag::emit(err, &src.name, &src.text, &d);
                 failed += 1;

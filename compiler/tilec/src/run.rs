@@ -19,6 +19,8 @@ pub struct RunOptions {
     /// `(buffer name, .npy file)`.
     pub inputs: Vec<(String, PathBuf)>,
     pub save: Option<PathBuf>,
+    /// The interpreter's budget, with `--interpret`.
+    pub limits: interp::Limits,
 }
 
 /// Runs the case; returns the outputs' names, dtypes, shapes and values.
@@ -106,7 +108,8 @@ pub fn run_file(
             run_on_gpu(g, kernel, &compiled.config, &p, initial)?
         }
         None => {
-            interp::run(kernel, p.grid, &p.args, &mut p.buffers).map_err(|e| format!("interpreter: {e}"))?;
+            interp::run_limited(kernel, p.grid, &p.args, &mut p.buffers, &opts.limits)
+                .map_err(|e| format!("interpreter: {e}"))?;
             p.buffers.clone()
         }
     };

@@ -1,7 +1,8 @@
 //! Any text through `tilec verify --interpret`: run specs parsed, cases expanded, inputs
 //! generated, kernels and in-file references run on the interpreter, outputs compared. Cases
-//! whose sizes or grids are large are skipped (they are slow, not wrong); everything else must
-//! end with a result or a diagnostic, never a panic or a hang.
+//! whose sizes are large are skipped (their buffers are big, not wrong), and each run has a step
+//! budget of 1e7 (under a second); everything else must end with a result or a diagnostic,
+//! never a panic or a hang.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -21,6 +22,10 @@ fuzz_target!(|data: &[u8]| {
         })
     });
     if small {
-        let _ = tilec::verify_interpreted(text);
+        let opts = tilec::VerifyOptions {
+            limits: tile_lang::interp::Limits { max_steps: 10_000_000 },
+            ..Default::default()
+        };
+        let _ = tilec::verify(text, &opts);
     }
 });

@@ -76,9 +76,44 @@ impl fmt::Display for InterpError {
 /// What a run printed (`print` ops), one line per program and op.
 pub type Output = Vec<String>;
 
-/// Runs `kernel` over `grid` programs. Pointer parameters take `Arg::Buffer` and are bound to
-/// `buffers`; the kernel's stores land there.
+/// How much work one run may do before it stops with an error, so that a kernel whose loop
+/// bound is huge (by mistake or by a fuzzer) ends with a message instead of running for hours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Element operations over the whole grid: each op executed costs one plus the elements of
+    /// its largest operand or result, a `dot` `m * n * k` more. The interpreter does 2e7 to 4e7
+    /// of them per second.
+    pub max_steps: u64,
+}
+
+impl Limits {
+    /// Two to four minutes of interpreting. The largest case among the examples (a 512×512×1024
+    /// matmul) takes about 3e8.
+    pub const DEFAULT_MAX_STEPS: u64 = 1 << 32;
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_steps: Limits::DEFAULT_MAX_STEPS,
+        }
+    }
+}
+
+/// Runs `kernel` over `grid` programs with the default [`Limits`]. Pointer parameters take
+/// `Arg::Buffer` and are bound to `buffers`; the kernel's stores land there.
 pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]) -> Result<Output, InterpError> {
+    run_limited(kernel, grid, args, buffers, &Limits::default())
+}
+
+/// [`run`], stopping with an error once the run has done `limits.max_steps` element operations.
+pub fn run_limited(
+    kernel: &Kernel,
+    grid: [u32; 3],
+    args: &[Arg],
+    buffers: &mut [Buffer],
+    limits: &Limits,
+) -> Result<Output, InterpError> {
     let top = |m: String| InterpError {
         message: m,
         op: String::new(),
@@ -141,6 +176,9 @@ pub fn run(kernel: &Kernel, grid: [u32; 3], args: &[Arg], buffers: &mut [Buffer]
         pid: [0; 3],
         out: Vec::new(),
         dead: HashMap::new(),
+        steps: 0,
+        max_steps: limits.max_steps,
+        loops: Vec::new(),
     };
     for z in 0..grid[2] {
         for y in 0..grid[1] {
@@ -224,6 +262,12 @@ struct Machine<'a> {
     /// Per region (by address), the values each op is the last to read: dropped after it, so
     /// that a program holds only the tiles still to be used, not every value it computed.
     dead: HashMap<*const Region, Rc<Vec<Vec<ValueId>>>>,
+    /// Element operations done so far, and the budget ([`Limits::max_steps`]).
+    steps: u64,
+    max_steps: u64,
+    /// The loops running now, outermost first: where each is, its iteration (from 0) and its
+    /// trip count.
+    loops: Vec<(Loc, u64, u64)>,
 }
 
 /// For each op of `r`, the values defined in `r` (its arguments and its ops' results) that no
@@ -266,6 +310,42 @@ fn last_uses(r: &Region) -> Vec<Vec<ValueId>> {
 }
 
 impl Machine<'_> {
+    /// What `op` costs against the step budget: one, plus the elements of its largest operand or
+    /// result, plus `m * n * k` for a `dot`.
+    fn cost(&self, op: &Op) -> u64 {
+        let numel = |v: &ValueId| self.k.ty(*v).numel() as u64;
+        let widest = op.operands.iter().chain(&op.results).map(numel).max().unwrap_or(0);
+        let product = match op.kind {
+            OpKind::Dot(_) => {
+                let (a, b) = (self.k.ty(op.operands[0]), self.k.ty(op.operands[1]));
+                match (a.shape.as_slice(), b.shape.last()) {
+                    ([m, k], Some(n)) => (*m as u64) * (*k as u64) * (*n as u64),
+                    _ => 0,
+                }
+            }
+            _ => 0,
+        };
+        1 + widest + product
+    }
+
+    /// The error when the step budget is spent, saying where the run was.
+    fn over_budget(&self, op: &Op) -> InterpError {
+        let mut message = format!(
+            "stopped after {} element operations, the budget (--max-steps raises it)",
+            self.max_steps
+        );
+        if let Some((loc, i, trips)) = self.loops.last() {
+            message += &format!(
+                "; the loop at {}:{} was in iteration {} of {}",
+                loc.line,
+                loc.col,
+                i + 1,
+                trips
+            );
+        }
+        self.err(op, message)
+    }
+
     fn get(&self, v: ValueId) -> &Tile {
         self.env[v.0 as usize]
             .as_ref()
@@ -300,6 +380,10 @@ impl Machine<'_> {
         for (i, op) in r.ops.iter().enumerate() {
             if let OpKind::Yield = op.kind {
                 return Ok(op.operands.iter().map(|v| self.get(*v).clone()).collect());
+            }
+            self.steps = self.steps.saturating_add(self.cost(op));
+            if self.steps > self.max_steps {
+                return Err(self.over_budget(op));
             }
             self.op(op)?;
             for v in &dead[i] {
@@ -593,6 +677,14 @@ impl Machine<'_> {
                         a < b
                     }
                 };
+                let trips = if !lt(start, end) {
+                    0
+                } else if d.is_unsigned() {
+                    ((end as u64) - (start as u64)).div_ceil(step as u64)
+                } else {
+                    ((end as i128 - start as i128) as u128).div_ceil(step as u128) as u64
+                };
+                self.loops.push((op.loc, 0, trips));
                 let mut i = start;
                 while lt(i, end) {
                     self.set(body.args[0], Tile::scalar(Scalar::I(i)));
@@ -605,7 +697,11 @@ impl Machine<'_> {
                         break; // the induction variable would wrap around
                     }
                     i = next;
+                    if let Some(l) = self.loops.last_mut() {
+                        l.1 += 1;
+                    }
                 }
+                self.loops.pop();
                 for (r, t) in op.results.iter().zip(carried) {
                     self.set(*r, t);
                 }

@@ -603,6 +603,7 @@ pub fn run_reference_kernel(
     file: &crate::syntax::ast::File,
     name: &str,
     p: &Prepared,
+    limits: &crate::interp::Limits,
 ) -> Result<BTreeMap<String, Vec<f64>>, String> {
     use crate::syntax::ast::TypeExpr;
     let def = crate::check::find_kernel(file, name).ok_or_else(|| format!("no kernel named `{name}`"))?;
@@ -654,7 +655,8 @@ pub fn run_reference_kernel(
             }
         }
     }
-    crate::interp::run(&kernel, p.grid, &args, &mut buffers).map_err(|e| format!("reference kernel `{name}`: {e}"))?;
+    crate::interp::run_limited(&kernel, p.grid, &args, &mut buffers, limits)
+        .map_err(|e| format!("reference kernel `{name}`: {e}"))?;
     let mut out = BTreeMap::new();
     for (output, _) in &p.outputs {
         let b = buffers.iter().find(|b| b.name == *output).ok_or_else(|| {
