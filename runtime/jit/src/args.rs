@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 use tile_driver::ArgSpec;
+use tile_lang::ir::reach::Reach;
 use tile_lang::ir::{DType, Elem};
 
 use tile_runtime::{DeviceBuffer, KernelArg, Memory};
@@ -19,11 +20,13 @@ use crate::tensor::{DeviceMemory, DeviceTensor, Element, host_type};
 pub const MAX_PARAMS: usize = 64;
 
 /// One kernel parameter as the JIT sees it: its name and element type (`*f32`, `*mut f32`,
-/// `i32`, ...).
+/// `i32`, ...), and for a pointer whose offsets are all 32-bit, how many elements the kernel can
+/// address through it ([`tile_lang::ir::reach`]): a longer tensor is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamSig {
     pub name: String,
     pub elem: Elem,
+    pub reach: Option<Reach>,
 }
 
 impl std::fmt::Display for ParamSig {
@@ -289,6 +292,15 @@ pub enum ArgError {
         expected: Elem,
         pointee: DType,
     },
+    #[error("kernel `{kernel}`: argument {} `{param}: {expected}` has {len} elements, but the kernel computes its offsets into `{param}` in {} (the add at {}:{}), so it addresses at most {} of them; compute those offsets in i64 (an `i64` size or stride parameter, or `.to(i64)`)", .index + 1, .reach.offset_dtype, .reach.loc.line, .reach.loc.col, .reach.elements())]
+    BeyondReach {
+        kernel: String,
+        param: String,
+        index: usize,
+        expected: Elem,
+        len: u64,
+        reach: Reach,
+    },
     #[error("kernel `{kernel}` has {count} parameters; the JIT launches kernels with at most {max}")]
     TooManyParams { kernel: String, count: usize, max: usize },
 }
@@ -323,6 +335,7 @@ pub fn check_args(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result
                 ArgKind::Buffer {
                     dtype,
                     mutable: given_mut,
+                    bytes,
                     ..
                 },
             ) => {
@@ -343,6 +356,17 @@ pub fn check_args(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result
                         index,
                         expected: p.elem,
                         pointee,
+                    });
+                }
+                let len = bytes / dtype.bytes() as u64;
+                if let Some(reach) = p.reach.filter(|r| len > r.elements()) {
+                    return Err(ArgError::BeyondReach {
+                        kernel: kernel.into(),
+                        param: p.name.clone(),
+                        index,
+                        expected: p.elem,
+                        len,
+                        reach,
                     });
                 }
             }
@@ -446,6 +470,7 @@ mod tests {
             .map(|(n, e)| ParamSig {
                 name: n.to_string(),
                 elem: *e,
+                reach: None,
             })
             .collect()
     }
@@ -563,6 +588,66 @@ mod tests {
         );
     }
 
+    /// vector_add as the JIT compiles it: offsets `program_id(0) * BLOCK + arange(..)` in i32.
+    #[test]
+    fn a_tensor_longer_than_the_kernel_can_address_is_refused() {
+        let src = include_str!("../../../dsl-examples/vector_add.tile");
+        let ast = tile_lang::syntax::parse(src).unwrap();
+        let bindings = vec![("BLOCK".to_string(), tile_lang::ir::ConstValue::Int(1024))];
+        let k = tile_lang::check::check_kernel(src, &ast, "vector_add", &bindings).unwrap();
+        let params: Vec<ParamSig> = k
+            .params
+            .iter()
+            .zip(tile_lang::ir::reach::pointer_reach(&k))
+            .map(|(p, reach)| ParamSig {
+                name: p.name.clone(),
+                elem: p.elem,
+                reach,
+            })
+            .collect();
+        let of_len = |len: u64| {
+            Arg::new(ArgKind::Buffer {
+                addr: 0x7000_0000,
+                bytes: len * 4,
+                dtype: DType::F32,
+                mutable: false,
+            })
+        };
+        let out = |len: u64| Arg {
+            kind: match of_len(len).kind {
+                ArgKind::Buffer { addr, bytes, dtype, .. } => ArgKind::Buffer {
+                    addr,
+                    bytes,
+                    dtype,
+                    mutable: true,
+                },
+                k => k,
+            },
+            ..of_len(len)
+        };
+        let fits = 1u64 << 31;
+        assert_eq!(
+            check_args(
+                "vector_add",
+                &params,
+                &[of_len(fits), of_len(fits), out(fits), Arg::i32(0)]
+            ),
+            Ok(())
+        );
+        let e = check_args(
+            "vector_add",
+            &params,
+            &[of_len(fits), of_len(fits + 1), out(fits), Arg::i32(0)],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add`: argument 2 `y: *f32` has 2147483649 elements, but the kernel computes its \
+             offsets into `y` in i32 (the add at 11:51), so it addresses at most 2147483648 of them; compute \
+             those offsets in i64 (an `i64` size or stride parameter, or `.to(i64)`)"
+        );
+    }
+
     #[test]
     fn dtype_is_checked_before_mutability() {
         // A read-only f16 view for `*mut f32`: the dtype is the more fundamental mistake.
@@ -639,6 +724,7 @@ mod tests {
             .map(|i| ParamSig {
                 name: format!("p{i}"),
                 elem: Elem::Scalar(DType::I32),
+                reach: None,
             })
             .collect();
         let args = vec![Arg::i32(0); MAX_PARAMS + 1];

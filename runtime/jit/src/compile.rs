@@ -212,9 +212,11 @@ pub(crate) fn plan(
     let params: Vec<ParamSig> = kernel
         .params
         .iter()
-        .map(|p| ParamSig {
+        .zip(tile_lang::ir::reach::pointer_reach(&kernel))
+        .map(|(p, reach)| ParamSig {
             name: p.name.clone(),
             elem: p.elem,
+            reach,
         })
         .collect();
     if params.len() > MAX_PARAMS {

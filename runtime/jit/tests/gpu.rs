@@ -641,4 +641,17 @@ fn tensors_past_two_to_the_31_elements() {
     let bad = (0..n).filter(|&i| got[i] != xh[i].wrapping_add(yh[i])).count();
     assert_eq!(bad, 0, "{bad} of {n} elements differ from the host");
     assert_eq!(got[n - 1], xh[n - 1].wrapping_add(yh[n - 1]));
+    // The kernel with i32 offsets is refused these tensors, naming the first one and the add.
+    let narrow = jit.kernel("add_narrow", &[]).unwrap();
+    let e = narrow
+        .launch(
+            grid,
+            &[Arg::buf(&x), Arg::buf(&y), Arg::buf_mut(&mut out), Arg::i32(i32::MAX)],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("argument 1 `x: *i8` has 2147487747 elements, but the kernel computes its offsets into `x` in i32"),
+        "{e}"
+    );
 }

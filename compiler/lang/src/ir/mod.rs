@@ -11,6 +11,7 @@ pub mod block;
 pub mod floats;
 mod parse;
 mod print;
+pub mod reach;
 pub mod scalar;
 pub mod types;
 mod verify;
