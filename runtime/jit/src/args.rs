@@ -405,6 +405,14 @@ pub fn check_args(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result
     Ok(())
 }
 
+/// The value of an integer scalar argument, or `None` for a buffer or a float.
+pub(crate) fn int_arg(a: &Arg<'_>) -> Option<i64> {
+    match a.kind {
+        ArgKind::Scalar { dtype, bits } if dtype.is_int() || dtype.is_bool() => Some(int_value(dtype, bits)),
+        _ => None,
+    }
+}
+
 /// The integer an integer scalar holds (sign-extended for signed dtypes).
 pub(crate) fn int_value(dtype: DType, bits: u64) -> i64 {
     match dtype {
@@ -643,7 +651,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "kernel `vector_add`: argument 2 `y: *f32` has 2147483649 elements, but the kernel computes its \
-             offsets into `y` in i32 (the add at 11:51), so it addresses at most 2147483648 of them; compute \
+             offsets into `y` in i32 (the add at 12:51), so it addresses at most 2147483648 of them; compute \
              those offsets in i64 (an `i64` size or stride parameter, or `.to(i64)`)"
         );
     }

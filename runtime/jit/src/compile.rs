@@ -44,6 +44,9 @@ pub enum JitError {
     },
     #[error("kernel `{kernel}`: {message}")]
     Config { kernel: String, message: String },
+    /// The kernel's `#[grid(..)]` could not give a launch grid (or it has none).
+    #[error("kernel `{kernel}`: {message}")]
+    Grid { kernel: String, message: String },
     #[error("kernel `{kernel}`: ptxas: {message}")]
     Ptxas { kernel: String, message: String },
     #[error("the GPU has compute capability {major}.{minor}; tile kernels need 8.0 or newer")]
@@ -138,6 +141,8 @@ pub(crate) struct TunedOn<'a> {
 pub(crate) struct Plan {
     pub kernel: ir::Kernel,
     pub params: Vec<ParamSig>,
+    /// The kernel's `#[grid(..)]` extents (empty without one), checked by the checker.
+    pub grid: Vec<tile_lang::syntax::ast::Expr>,
     pub num_warps: u32,
     pub num_stages: u32,
     pub target: Target,
@@ -241,9 +246,13 @@ pub(crate) fn plan(
             llvm_version: cache::LLVM_VERSION,
         },
     );
+    let grid = tile_lang::check::find_kernel(&src.ast, name)
+        .and_then(|def| def.attrs.iter().find(|a| a.name.name == "grid"))
+        .map_or_else(Vec::new, |a| a.args.clone());
     Ok(Plan {
         kernel,
         params,
+        grid,
         num_warps: config.num_warps,
         num_stages: config.num_stages,
         target: target.clone(),
@@ -532,6 +541,33 @@ mod tests {
         let p8 = plan(&program(), "vector_add", &block(1024), Some(8), &target(), None).unwrap();
         assert_eq!(p8.num_warps, 8);
         assert_ne!(p.base_key, p8.base_key);
+    }
+
+    #[test]
+    fn the_grid_comes_from_the_kernels_grid_attribute() {
+        use crate::args::Arg;
+        use crate::jit::grid_of;
+        let (prog, x) = (program(), Arg::fake_buffer(ir::DType::F32, true, 0));
+        let p = plan(&prog, "vector_add", &block(1024), None, &target(), None).unwrap();
+        let args = |n: i32| [x, x, x, Arg::i32(n)];
+        assert_eq!(grid_of(&p, &prog, &args(1_000_000)).unwrap().0, [977, 1, 1]);
+        assert_eq!(grid_of(&p, &prog, &args(0)).unwrap().0, [0, 1, 1]);
+        let e = grid_of(&p, &prog, &args(-5000)).unwrap_err().to_string();
+        assert!(
+            e.contains("grid extent 0 is -4; it must be an integer from 0 to 2147483647"),
+            "{e}"
+        );
+        assert!(e.contains("vector_add.tile:6:8"), "the expression's place: {e}");
+        // A kernel without the attribute says so.
+        let text = VECTOR_ADD.replace("#[grid(cdiv(n, BLOCK))]\n", "");
+        let bare = Program::load(Source::Text {
+            name: "v.tile".into(),
+            text,
+        })
+        .unwrap();
+        let p = plan(&bare, "vector_add", &block(1024), None, &target(), None).unwrap();
+        let e = grid_of(&p, &bare, &args(10)).unwrap_err().to_string();
+        assert!(e.contains("has no `#[grid(..)]` attribute"), "{e}");
     }
 
     #[test]

@@ -353,6 +353,64 @@ pub struct JitKernel {
     inner: Arc<KernelInner>,
 }
 
+/// [`JitKernel::grid_for`] for checked `args`: a pure function of the plan and the arguments.
+pub(crate) fn grid_of(plan: &Plan, program: &Program, args: &[Arg<'_>]) -> Result<Grid, JitError> {
+    use tile_lang::spec::Num;
+    let error = |message: String| JitError::Grid {
+        kernel: plan.kernel.name.clone(),
+        message,
+    };
+    if plan.grid.is_empty() {
+        return Err(error(
+            "has no `#[grid(..)]` attribute to compute its launch grid from; pass the grid to `launch`".into(),
+        ));
+    }
+    let env = |name: &str| -> Option<Num> {
+        if let Some((_, v)) = plan.kernel.consts.iter().find(|(n, _)| n == name) {
+            return match v {
+                ConstValue::Int(i) => Some(Num::I(*i)),
+                ConstValue::Bool(b) => Some(Num::I(*b as i64)),
+                _ => None,
+            };
+        }
+        plan.params
+            .iter()
+            .zip(args)
+            .find(|(p, _)| p.name == name)
+            .and_then(|(_, a)| args::int_arg(a))
+            .map(Num::I)
+    };
+    let render = |d: tile_lang::diag::Diagnostic| {
+        error(
+            tile_lang::diag::render(&program.name, &program.text, &[d])
+                .trim_end()
+                .to_string(),
+        )
+    };
+    let mut grid = [1u32; 3];
+    for (axis, e) in plan.grid.iter().enumerate() {
+        let limit = if axis == 0 { i32::MAX as i64 } else { 65535 };
+        match tile_lang::spec::eval(e, &env) {
+            Ok(Num::I(v)) if (0..=limit).contains(&v) => grid[axis] = v as u32,
+            Ok(v) => {
+                let v = match v {
+                    Num::I(i) => i.to_string(),
+                    Num::F(f) => f.to_string(),
+                };
+                return Err(render(
+                    tile_lang::diag::Diagnostic::error(
+                        e.span,
+                        format!("grid extent {axis} is {v}; it must be an integer from 0 to {limit}"),
+                    )
+                    .label("for these arguments"),
+                ));
+            }
+            Err(d) => return Err(render(d)),
+        }
+    }
+    Ok(Grid(grid))
+}
+
 /// The launch grid, in programs (blocks). `From` a `u32`, a pair, a triple or `[u32; 3]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grid(pub [u32; 3]);
@@ -406,6 +464,20 @@ impl JitKernel {
     /// Checks `args` against the signature without launching.
     pub fn check(&self, args: &[Arg<'_>]) -> Result<(), args::ArgError> {
         args::check_args(self.name(), self.params(), args)
+    }
+
+    /// Whether the kernel declares its launch grid (`#[grid(..)]`).
+    pub fn has_grid(&self) -> bool {
+        !self.inner.plan.grid.is_empty()
+    }
+
+    /// The launch grid the kernel's `#[grid(..)]` gives for `args` (checked first): its
+    /// expressions evaluated with the bound constants and the integer scalar arguments. An
+    /// extent past the hardware's limit (2^31 - 1 for x, 65535 for y and z) or negative is an
+    /// error pointing at the expression.
+    pub fn grid_for(&self, args: &[Arg<'_>]) -> Result<Grid, JitError> {
+        self.check(args)?;
+        grid_of(&self.inner.plan, &self.jit.program, args)
     }
 
     /// Checks `args`, then compiles (or fetches from a cache) and loads the specialisation they

@@ -98,6 +98,9 @@ pub use tile_runtime::{
 pub use half;
 pub use tile_driver::{ArgSpec, Target, target};
 pub use tile_lang::ir::{ConstValue, DType, Elem};
+/// Typed launchers for a `.tile` file's kernels, generated at build time: see [`tile_macros`]
+/// and docs/language.md §13.3.
+pub use tile_macros::kernels;
 
 #[cfg(test)]
 mod tests {

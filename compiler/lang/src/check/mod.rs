@@ -406,14 +406,15 @@ impl<'a> Cx<'a> {
             match a.name.name.as_str() {
                 "warps" => warps = self.attr_ints(a, |n| n.is_power_of_two() && n <= 32, "powers of two up to 32"),
                 "stages" => stages = self.attr_ints(a, |n| (1..=8).contains(&n), "between 1 and 8"),
+                "grid" => self.grid_attr(def, a),
                 other => {
-                    let known = ["warps", "stages"].into_iter().find(|k| other.ends_with(k));
+                    let known = ["warps", "stages", "grid"].into_iter().find(|k| other.ends_with(k));
                     self.error(
                         Diagnostic::error(a.name.span, format!("unknown kernel attribute `{other}`"))
                             .label("not a kernel attribute")
                             .help(match known {
                                 Some(k) => format!("write `#[{k}(..)]`"),
-                                None => "kernels take `#[warps(..)]` and `#[stages(..)]`".to_string(),
+                                None => "kernels take `#[warps(..)]`, `#[stages(..)]` and `#[grid(..)]`".to_string(),
                             }),
                     );
                 }
@@ -488,6 +489,51 @@ impl<'a> Cx<'a> {
         };
         renumber(&mut k);
         Some(k)
+    }
+
+    /// `#[grid(x[, y[, z]])]`: the launch grid as expressions of the kernel's integer scalar
+    /// parameters and integer constants, in the run-spec expression language ([`crate::spec::eval`]);
+    /// the JIT evaluates it at each launch of a typed launcher or `JitKernel::grid_for`.
+    fn grid_attr(&mut self, def: &ast::FnDef, a: &ast::Attribute) {
+        if a.args.is_empty() || a.args.len() > 3 {
+            self.error(
+                Diagnostic::error(
+                    a.span,
+                    format!("`#[grid]` takes one to three extents, not {}", a.args.len()),
+                )
+                .label("here")
+                .help("e.g. `#[grid(cdiv(n, BLOCK))]` or `#[grid(cdiv(M, BM), cdiv(N, BN))]`"),
+            );
+            return;
+        }
+        let known = |n: &str| {
+            let param = def.params.iter().any(|p| {
+                p.name.name == n
+                    && matches!(&p.ty, Some(ast::TypeExpr::Named(t)) if DType::from_name(&t.name).is_some_and(|d| d.is_int()))
+            });
+            let konst = def.consts.iter().any(|c| {
+                c.name.name == n && matches!(&c.ty, ast::TypeExpr::Named(t) if t.name == "bool" || DType::from_name(&t.name).is_some_and(|d| d.is_int()))
+            });
+            param || konst
+        };
+        for e in &a.args {
+            match crate::spec::check_expr(
+                e,
+                &known,
+                "an integer scalar parameter or integer constant of the kernel",
+            ) {
+                Ok(crate::spec::Num::I(_)) => {}
+                Ok(crate::spec::Num::F(_)) => {
+                    self.error(Diagnostic::error(e.span, "a grid extent must be an integer").label("a float"));
+                }
+                Err(d) => {
+                    self.error(d.help(
+                        "`#[grid(..)]` takes the kernel's integer scalar parameters and integer constants, \
+                         numbers, + - * / %, cdiv, min, max and next_pow2",
+                    ));
+                }
+            }
+        }
     }
 
     fn attr_ints(&mut self, a: &ast::Attribute, ok: fn(u32) -> bool, valid: &str) -> Vec<u32> {

@@ -444,9 +444,51 @@ impl Num {
     }
 }
 
-/// Evaluates a spec expression: numbers, names from `env`, `+ - * / %`, `cdiv`, `min`, `max`.
+/// Evaluates a spec expression: numbers, names from `env`, `+ - * / %`, `cdiv`, `min`, `max`,
+/// `next_pow2`. Kernels' `#[grid(..)]` expressions are the same language.
 pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnostic> {
+    eval_in(
+        e,
+        env,
+        &Mode {
+            strict: true,
+            names: None,
+        },
+    )
+}
+
+/// Whether `e` is an expression [`eval`] accepts when `known` names have integer values: its
+/// forms and names, not its arithmetic (which depends on the values). Gives the kind of number
+/// it evaluates to. `names` says what the known names are, for the error on another one.
+pub fn check_expr(e: &Expr, known: &dyn Fn(&str) -> bool, names: &str) -> Result<Num, Diagnostic> {
+    eval_in(
+        e,
+        &|n| known(n).then_some(Num::I(1)),
+        &Mode {
+            strict: false,
+            names: Some(names),
+        },
+    )
+}
+
+/// How [`eval_in`] evaluates: with `strict` false, arithmetic that fails (overflow, division by
+/// zero, `cdiv` by a non-positive number, `next_pow2` out of range) gives 0 instead of an
+/// error; `names` says what a name may be (`None`: a run spec's sizes or constants).
+struct Mode<'a> {
+    strict: bool,
+    names: Option<&'a str>,
+}
+
+fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<Num, Diagnostic> {
     let err = |m: &str| Diagnostic::error(e.span, m.to_string());
+    let arith = |m: &str| {
+        if mode.strict {
+            Err(err(m).label("here"))
+        } else {
+            Ok(Num::I(0))
+        }
+    };
+    let eval = |e: &Expr, env: &dyn Fn(&str) -> Option<Num>| eval_in(e, env, mode);
     Ok(match &e.kind {
         ExprKind::Int(v) => Num::I(i64::try_from(*v).map_err(|_| err("integer too large").label("here"))?),
         ExprKind::Float(f) => Num::F(*f),
@@ -454,8 +496,9 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
         ExprKind::Paren(x) => eval(x, env)?,
         ExprKind::Name(n) => match n.as_str() {
             "inf" => Num::F(f64::INFINITY),
-            _ => env(n).ok_or_else(|| {
-                err(&format!("unknown size or constant `{n}`")).label("not defined in `sizes` or `consts`")
+            _ => env(n).ok_or_else(|| match mode.names {
+                None => err(&format!("unknown size or constant `{n}`")).label("not defined in `sizes` or `consts`"),
+                Some(names) => err(&format!("`{n}` is not {names}")).label("not usable here"),
             })?,
         },
         ExprKind::Unary(UnOp::Neg, x) => match eval(x, env)? {
@@ -465,17 +508,22 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
         ExprKind::Binary(op, a, b) => {
             let (x, y) = (eval(a, env)?, eval(b, env)?);
             match (x, y) {
-                (Num::I(x), Num::I(y)) => Num::I(
-                    match op {
+                (Num::I(x), Num::I(y)) => {
+                    let v = match op {
                         BinOp::Add => x.checked_add(y),
                         BinOp::Sub => x.checked_sub(y),
                         BinOp::Mul => x.checked_mul(y),
                         BinOp::Div => x.checked_div(y),
                         BinOp::Rem => x.checked_rem(y),
-                        _ => None,
+                        _ => {
+                            return Err(err("unsupported operator").label("use + - * / %"));
+                        }
+                    };
+                    match v {
+                        Some(v) => Num::I(v),
+                        None => arith("overflow or division by zero")?,
                     }
-                    .ok_or_else(|| err("overflow, division by zero or unsupported operator").label("here"))?,
-                ),
+                }
                 _ => {
                     let (x, y) = (x.as_f64(), y.as_f64());
                     Num::F(match op {
@@ -491,7 +539,8 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
         ExprKind::Call { func, args } if func.name == "next_pow2" && args.len() == 1 => {
             match eval(&args[0].value, env)? {
                 Num::I(x) if x >= 0 && x <= 1 << 40 => Num::I((x.max(1) as u64).next_power_of_two() as i64),
-                _ => return Err(err("`next_pow2` takes an integer from 0 to 2^40").label("here")),
+                Num::I(_) => arith("`next_pow2` takes an integer from 0 to 2^40")?,
+                Num::F(_) => return Err(err("`next_pow2` takes an integer from 0 to 2^40").label("here")),
             }
         }
         ExprKind::Call { func, args } if matches!(func.name.as_str(), "cdiv" | "min" | "max") && args.len() == 2 => {
@@ -499,12 +548,15 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
             let (Num::I(x), Num::I(y)) = (x, y) else {
                 return Err(err("expects integers").label("here"));
             };
-            Num::I(match func.name.as_str() {
-                "cdiv" if y > 0 => (x + y - 1).div_euclid(y),
-                "cdiv" => return Err(err("`cdiv` by a non-positive number").label("here")),
-                "min" => x.min(y),
-                _ => x.max(y),
-            })
+            match func.name.as_str() {
+                "cdiv" if y > 0 => match x.checked_add(y - 1) {
+                    Some(s) => Num::I(s.div_euclid(y)),
+                    None => arith("overflow")?,
+                },
+                "cdiv" => arith("`cdiv` by a non-positive number")?,
+                "min" => Num::I(x.min(y)),
+                _ => Num::I(x.max(y)),
+            }
         }
         _ => {
             return Err(err("unsupported expression in a run spec")

@@ -1,0 +1,36 @@
+//! Snapshot tests of this application's kernels, as a team would keep them: the configuration
+//! the JIT launches, ptxas's resource report and the normalised PTX, for the constants and target
+//! the application uses (`tile_jit::jit_snapshot`; `cargo insta review` after a change).
+
+use tile_jit::{ArgSpec, ConstValue, DType, SnapshotOptions, Source, jit_snapshot};
+
+tile_jit::kernels!(mod norm = "../rmsnorm.tile");
+
+#[test]
+fn rmsnorm_bf16_on_hopper() {
+    // ptxas's report needs ptxas (tests/setup.sh installs it).
+    if tile_jit::JitOptions::default().ptxas.is_none() {
+        eprintln!("skipped: no ptxas");
+        return;
+    }
+    let opts = SnapshotOptions {
+        // What a launch with 16-byte-aligned buffers and n = stride = 4096 specialises on.
+        specialization: vec![
+            ArgSpec::of_ptr(0),
+            ArgSpec::of_ptr(0),
+            ArgSpec::of_ptr(0),
+            ArgSpec::of_int(1000),
+            ArgSpec::of_int(4096),
+            ArgSpec::of_int(4096),
+            ArgSpec::default(),
+        ],
+        ..SnapshotOptions::new(tile_jit::target("sm_90a").unwrap())
+    };
+    let bindings = [
+        ("T", ConstValue::DType(DType::BF16)),
+        ("ROWS", ConstValue::Int(4)),
+        ("BLOCK", ConstValue::Int(4096)),
+    ];
+    let text = jit_snapshot(Source::Static(norm::SOURCE), "rmsnorm", &bindings, &opts).unwrap();
+    insta::assert_snapshot!("rmsnorm_bf16_sm90a", text);
+}
