@@ -632,3 +632,147 @@ fn run_reads_and_writes_npy_files() {
     assert!(err.contains("which a i32 buffer does not take"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The arrays of an `.npz` as f64, by name.
+fn read_npz(path: &std::path::Path) -> std::collections::BTreeMap<String, (Vec<u64>, Vec<f64>)> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let mut out = std::collections::BTreeMap::new();
+    for n in names {
+        let mut bytes = Vec::new();
+        zip.by_name(&n).unwrap().read_to_end(&mut bytes).unwrap();
+        let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+        let shape = npy.shape().to_vec();
+        let values: Vec<f64> = match npy.dtype() {
+            npyz::DType::Plain(t) if t.to_string() == "<f4" => {
+                npy.into_vec::<f32>().unwrap().into_iter().map(f64::from).collect()
+            }
+            _ => npy.into_vec::<f64>().unwrap(),
+        };
+        out.insert(n.trim_end_matches(".npy").to_string(), (shape, values));
+    }
+    out
+}
+
+#[test]
+fn run_and_verify_read_and_write_npz_archives() {
+    use npyz::WriterBuilder;
+    let dir = temp_dir("run-npz");
+    // Arrays in one archive, as np.savez writes it.
+    let write_npz = |path: &std::path::Path, arrays: &[(&str, f32)]| {
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        for (name, v) in arrays {
+            zip.start_file(format!("{name}.npy"), zip::write::SimpleFileOptions::default())
+                .unwrap();
+            let mut w = npyz::WriteOptions::new()
+                .default_dtype()
+                .shape(&[1000])
+                .writer(&mut zip)
+                .begin_nd()
+                .unwrap();
+            for i in 0..1000 {
+                w.push(&(i as f32 * v)).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        zip.finish().unwrap();
+    };
+    let input = dir.join("in.npz");
+    write_npz(&input, &[("x", 0.25), ("y", 2.0)]);
+    let output = dir.join("out.npz");
+    let args = [
+        "run",
+        &path("dsl-examples/vector_add.tile"),
+        "--interpret",
+        "--case",
+        "1",
+    ];
+    let (code, out, err) = tilec(
+        &[
+            &args[..],
+            &["--input", input.to_str().unwrap(), "--save", output.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("(array `out`)"), "{out}");
+    let arrays = read_npz(&output);
+    let (shape, got) = &arrays["out"];
+    assert_eq!(shape, &[1000]);
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(*g, i as f64 * 2.25, "out[{i}]");
+    }
+    // An array named after no buffer of the kernel.
+    let odd = dir.join("odd.npz");
+    write_npz(&odd, &[("x", 1.0), ("n", 1.0)]);
+    let (code, _, err) = tilec(&[&args[..], &["--input", odd.to_str().unwrap()]].concat());
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--input n: `vector_add` has no buffer argument `n`; its buffers: x, y, out"),
+        "{err}"
+    );
+    // verify --save: every case's inputs, outputs and expected values.
+    let saved = dir.join("cases");
+    let (code, out, err) = tilec(&[
+        "verify",
+        "--interpret",
+        "--save",
+        saved.to_str().unwrap(),
+        &path("dsl-examples/vector_add.tile"),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let case = read_npz(&saved.join("vector_add-case1.npz"));
+    assert_eq!(
+        case.keys().cloned().collect::<Vec<_>>(),
+        ["out", "out.expected", "x", "y"]
+    );
+    let (x, y, o, e) = (&case["x"].1, &case["y"].1, &case["out"].1, &case["out.expected"].1);
+    assert_eq!(x.len(), 1000);
+    for i in 0..x.len() {
+        assert_eq!(o[i], (x[i] as f32 + y[i] as f32) as f64, "out[{i}]");
+        assert_eq!(e[i], x[i] + y[i], "expected[{i}] in f64");
+    }
+    // Where NumPy is installed: an archive np.savez_compressed writes, read back by NumPy.
+    let numpy = std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if numpy {
+        let script = format!(
+            "import numpy as np; np.savez_compressed(r'{0}', x=np.arange(1000, dtype=np.float64) / 3, y=np.ones(1000, np.float32))",
+            input.display()
+        );
+        assert!(
+            std::process::Command::new("python3")
+                .args(["-c", &script])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let (code, out, err) = tilec(
+            &[
+                &args[..],
+                &["--input", input.to_str().unwrap(), "--save", output.to_str().unwrap()],
+            ]
+            .concat(),
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        let check = format!(
+            "import numpy as np; o = np.load(r'{0}')['out']; x = (np.arange(1000) / 3).astype(np.float32); \
+             assert o.dtype == np.float32 and o.shape == (1000,); assert (o == x + np.float32(1)).all(), o[:4]",
+            output.display()
+        );
+        assert!(
+            std::process::Command::new("python3")
+                .args(["-c", &check])
+                .status()
+                .unwrap()
+                .success()
+        );
+        eprintln!("NumPy round trip: ok");
+    } else {
+        eprintln!("NumPy round trip: skipped (no NumPy)");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,6 +18,7 @@ use tile_lang::spec::{self, Case, RunSpec};
 use tile_lang::syntax;
 
 mod explain;
+mod npy;
 mod run;
 mod tune;
 
@@ -102,6 +103,11 @@ enum Command {
         /// The interpreter's budget in element operations (2e7 to 4e7 a second), per kernel run.
         #[arg(long, value_name = "N", default_value_t = interp::Limits::DEFAULT_MAX_STEPS)]
         max_steps: u64,
+        /// Write each case's buffers to DIR/KERNEL-caseN.npz: the inputs, every output as run
+        /// (on the GPU, or the interpreter), `OUT.interpreter` beside a GPU run's and
+        /// `OUT.expected` from the reference.
+        #[arg(long, value_name = "DIR")]
+        save: Option<PathBuf>,
     },
     /// Run one case of a kernel's run spec on the GPU (or with `--interpret` on the interpreter),
     /// with buffer arguments from NumPy `.npy` files instead of their generators, and write every
@@ -115,11 +121,12 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         case: usize,
         /// `NAME=FILE.npy`: buffer argument NAME from a NumPy file (same number of elements;
-        /// floats into float buffers, integers into integer buffers). Repeatable.
-        #[arg(long = "input", value_name = "NAME=FILE")]
+        /// floats into float buffers, integers into integer buffers); `FILE.npz`: every array of
+        /// the archive into the buffer of its name. Repeatable.
+        #[arg(long = "input", value_name = "NAME=FILE.npy|FILE.npz")]
         inputs: Vec<String>,
-        /// Write every output to DIR/NAME.npy (f16 and bf16 as f32, exactly).
-        #[arg(long, value_name = "DIR")]
+        /// Write every output to DIR/NAME.npy, or to one FILE.npz (f16 and bf16 as f32, exactly).
+        #[arg(long, value_name = "DIR|FILE.npz")]
         save: Option<PathBuf>,
         /// Run on the reference interpreter (the CPU) instead of the GPU.
         #[arg(long)]
@@ -303,10 +310,11 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             sm,
             opt,
             max_steps,
+            save,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
             let limits = interp::Limits { max_steps };
-            cmd_verify(&files, (interpret, opt.options(), limits), &sm, out, err)
+            cmd_verify(&files, (interpret, opt.options(), limits, save), &sm, out, err)
         }),
         Command::Run {
             file,
@@ -882,6 +890,8 @@ pub struct VerifyOptions<'a> {
     pub rewrite: Option<tile_opt::egraph::OptOptions>,
     /// The interpreter's budget, for the kernel and for an in-file reference kernel each.
     pub limits: interp::Limits,
+    /// A directory for each case's buffers, `KERNEL-caseN.npz` (created if missing).
+    pub save: Option<PathBuf>,
 }
 
 /// Opens GPU 0 for `sm` and says which GPU it is.
@@ -946,7 +956,8 @@ pub fn verify(text: &str, opts: &VerifyOptions) -> Result<Vec<CaseResult>, Vec<D
                 printed: vec![],
                 has_reference: reference.is_some(),
             };
-            match run_case(&src, s, case, seed(&s.kernel, i), reference.as_ref(), opts) {
+            let save = opts.save.as_ref().map(|d| d.join(format!("{}-case{i}.npz", s.kernel)));
+            match run_case(&src, s, case, (seed(&s.kernel, i), save), reference.as_ref(), opts) {
                 Ok((c, printed)) => {
                     r.comparisons = c;
                     r.printed = printed;
@@ -998,7 +1009,7 @@ fn run_case(
     src: &tile_driver::Source,
     s: &RunSpec,
     case: &Case,
-    seed: u64,
+    (seed, save): (u64, Option<PathBuf>),
     reference: Option<&Reference>,
     opts: &VerifyOptions,
 ) -> Result<CaseOutcome, String> {
@@ -1026,9 +1037,12 @@ fn run_case(
     let printed = interp::run_limited(kernel, p.grid, &p.args, &mut p.buffers, &opts.limits)
         .map_err(|e| format!("interpreter: {e}"))?;
     let gpu_out = match opts.gpu {
-        Some(g) => Some(run_on_gpu(g, kernel, &compiled.config, &p, initial)?),
+        Some(g) => Some(run_on_gpu(g, kernel, &compiled.config, &p, initial.clone())?),
         None => None,
     };
+    if let Some(path) = save {
+        save_case(&path, kernel, &p, &initial, gpu_out.as_deref(), expected.as_ref())?;
+    }
     let mut out = Vec::new();
     for (name, idx) in &p.outputs {
         let interpreted = &p.buffers[*idx];
@@ -1052,6 +1066,72 @@ fn run_case(
         ));
     }
     Ok((out, printed))
+}
+
+/// Writes one case's buffers as an `.npz`: inputs as generated; each output as run (the GPU's,
+/// else the interpreter's), the interpreter's beside a GPU run's as `NAME.interpreter`, and the
+/// reference's as `NAME.expected` (f64).
+fn save_case(
+    path: &Path,
+    kernel: &tile_lang::ir::Kernel,
+    p: &spec::Prepared,
+    initial: &[interp::Buffer],
+    gpu: Option<&[interp::Buffer]>,
+    expected: Option<&std::collections::BTreeMap<String, Vec<f64>>>,
+) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    struct Owned {
+        name: String,
+        dtype: tile_lang::ir::DType,
+        shape: Vec<usize>,
+        data: Vec<tile_lang::ir::Scalar>,
+    }
+    let mut arrays = Vec::new();
+    for (param, arg) in kernel.params.iter().zip(&p.args) {
+        let interp::Arg::Buffer(idx) = arg else { continue };
+        let name = &param.name;
+        let shape = match p.reference_input.args.get(name) {
+            Some(spec::RefArg::Buffer { shape, .. }) => shape.clone(),
+            _ => vec![initial[*idx].data.len()],
+        };
+        let array = |name: String, b: &interp::Buffer| Owned {
+            name,
+            dtype: b.dtype,
+            shape: shape.clone(),
+            data: b.data.clone(),
+        };
+        if !p.outputs.iter().any(|(o, _)| o == name) {
+            arrays.push(array(name.clone(), &initial[*idx]));
+            continue;
+        }
+        match gpu {
+            Some(g) => {
+                arrays.push(array(name.clone(), &g[*idx]));
+                arrays.push(array(format!("{name}.interpreter"), &p.buffers[*idx]));
+            }
+            None => arrays.push(array(name.clone(), &p.buffers[*idx])),
+        }
+        if let Some(want) = expected.and_then(|e| e.get(name)) {
+            arrays.push(Owned {
+                name: format!("{name}.expected"),
+                dtype: tile_lang::ir::DType::F64,
+                shape: shape.clone(),
+                data: want.iter().map(|v| tile_lang::ir::Scalar::F(*v)).collect(),
+            });
+        }
+    }
+    let views: Vec<npy::Array> = arrays
+        .iter()
+        .map(|a| npy::Array {
+            name: &a.name,
+            dtype: a.dtype,
+            shape: &a.shape,
+            data: &a.data,
+        })
+        .collect();
+    npy::write_npz(path, &views)
 }
 
 /// The comparisons of one output. On the interpreter alone: with the reference, if any (without
@@ -1183,14 +1263,24 @@ fn cmd_run(
     err: &mut dyn WriteColor,
 ) -> anyhow::Result<i32> {
     for i in inputs {
-        let Some((name, path)) = i.split_once('=') else {
-            writeln!(err, "error: --input {i}: expected NAME=FILE.npy")?;
-            return Ok(2);
+        let input = match i.split_once('=') {
+            Some((name, path)) => run::Input::Npy {
+                name: name.to_string(),
+                path: PathBuf::from(path),
+            },
+            None if run::is_npz(Path::new(i)) => run::Input::Npz(PathBuf::from(i)),
+            None => {
+                writeln!(err, "error: --input {i}: expected NAME=FILE.npy or FILE.npz")?;
+                return Ok(2);
+            }
         };
-        opts.inputs.push((name.to_string(), PathBuf::from(path)));
+        opts.inputs.push(input);
     }
-    if let Some(dir) = &opts.save {
-        std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    match &opts.save {
+        Some(dir) if !run::is_npz(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+        }
+        _ => {}
     }
     let src = read(file)?;
     let backend = if interpret { None } else { Some(gpu_backend(sm, out)?) };
@@ -1204,6 +1294,11 @@ fn cmd_run(
             writeln!(out, "{}: case {} on {on}", src.name, opts.case)?;
             for (name, dtype, shape, _) in &outputs {
                 match &opts.save {
+                    Some(file) if run::is_npz(file) => writeln!(
+                        out,
+                        "  {name}: {dtype} {shape:?} -> {} (array `{name}`)",
+                        file.display()
+                    )?,
                     Some(dir) => writeln!(
                         out,
                         "  {name}: {dtype} {shape:?} -> {}",
@@ -1219,7 +1314,12 @@ fn cmd_run(
 
 fn cmd_verify(
     files: &[PathBuf],
-    (interpret, rewrite, limits): (bool, Option<tile_opt::egraph::OptOptions>, interp::Limits),
+    (interpret, rewrite, limits, save): (
+        bool,
+        Option<tile_opt::egraph::OptOptions>,
+        interp::Limits,
+        Option<PathBuf>,
+    ),
     sm: &str,
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
@@ -1232,6 +1332,7 @@ fn cmd_verify(
             gpu: backend.as_ref(),
             rewrite: rewrite.clone(),
             limits,
+            save: save.clone(),
         };
         match verify(&src.text, &opts) {
             Err(d) => {

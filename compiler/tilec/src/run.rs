@@ -1,23 +1,33 @@
 //! `tilec run`: one case of a kernel's run spec on the GPU (or the interpreter), with any buffer
-//! argument taken from a NumPy `.npy` file instead of its generator, and every output written
-//! to `DIR/NAME.npy` — so that results can be checked with NumPy or PyTorch.
+//! argument taken from a NumPy `.npy` or `.npz` file instead of its generator, and every output
+//! written to `DIR/NAME.npy` or one `.npz` — so that results can be checked with NumPy or
+//! PyTorch.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tile_lang::interp::{self, Arg, Buffer};
-use tile_lang::ir::{DType, Scalar, scalar};
+use tile_lang::ir::{DType, Scalar};
 use tile_lang::spec::{self, RefArg};
 
+use crate::npy::{self, Array};
 use crate::{GpuBackend, case_kernel, check_source, run_on_gpu, seed};
+
+/// Where buffer arguments come from instead of their generators.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// Buffer `name` from a `.npy` file.
+    Npy { name: String, path: PathBuf },
+    /// Every array of a `.npz` archive, each into the buffer of its name.
+    Npz(PathBuf),
+}
 
 /// What `tilec run` runs and where its outputs go.
 pub struct RunOptions {
     pub kernel: Option<String>,
     /// The case of the run spec, as `tilec verify` lists them (0-based).
     pub case: usize,
-    /// `(buffer name, .npy file)`.
-    pub inputs: Vec<(String, PathBuf)>,
+    pub inputs: Vec<Input>,
+    /// A directory for one `NAME.npy` per output, or a `.npz` file for all of them.
     pub save: Option<PathBuf>,
     /// The interpreter's budget, with `--interpret`.
     pub limits: interp::Limits,
@@ -64,13 +74,31 @@ pub fn run_file(
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed(&s.kernel, opts.case))
         .map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
-    for (name, path) in &opts.inputs {
+    // Each input as (buffer name, where it comes from).
+    enum From {
+        Npy(PathBuf),
+        /// An array of `archives[i]`.
+        Npz(usize),
+    }
+    let mut archives = Vec::new();
+    let mut given = Vec::new();
+    for input in &opts.inputs {
+        match input {
+            Input::Npy { name, path } => given.push((name.clone(), From::Npy(path.clone()))),
+            Input::Npz(path) => {
+                let archive = npy::Npz::open(path)?;
+                given.extend(archive.names().into_iter().map(|n| (n, From::Npz(archives.len()))));
+                archives.push((path, archive));
+            }
+        }
+    }
+    for (name, from) in given {
         let idx = kernel
             .params
             .iter()
             .zip(&p.args)
             .find_map(|(param, a)| match a {
-                Arg::Buffer(i) if param.name == *name => Some(*i),
+                Arg::Buffer(i) if param.name == name => Some(*i),
                 _ => None,
             })
             .ok_or_else(|| {
@@ -87,15 +115,23 @@ pub fn run_file(
                 )
             })?;
         let b = &mut p.buffers[idx];
-        let values = read_npy(path, b.dtype)?;
+        let (path, values) = match from {
+            From::Npy(path) => (path.display().to_string(), npy::read_npy(&path, b.dtype)?),
+            From::Npz(i) => {
+                let (path, archive) = &mut archives[i];
+                (
+                    format!("{} (array `{name}`)", path.display()),
+                    archive.read(&name, b.dtype)?,
+                )
+            }
+        };
         if values.len() != b.data.len() {
-            let shape = match p.reference_input.args.get(name) {
+            let shape = match p.reference_input.args.get(&name) {
                 Some(RefArg::Buffer { shape, .. }) => format!("{shape:?}"),
                 _ => String::new(),
             };
             return Err(format!(
-                "--input {name}: {} holds {} elements; the case's `{name}` has {} {shape}",
-                path.display(),
+                "--input {name}: {path} holds {} elements; the case's `{name}` has {} {shape}",
                 values.len(),
                 b.data.len()
             ));
@@ -120,115 +156,38 @@ pub fn run_file(
             _ => vec![buffers[*idx].data.len()],
         };
         let b = &buffers[*idx];
-        if let Some(dir) = &opts.save {
-            write_npy(&dir.join(format!("{name}.npy")), b.dtype, &shape, &b.data)?;
-        }
         out.push((name.clone(), b.dtype, shape, b.data.clone()));
+    }
+    match &opts.save {
+        Some(path) if is_npz(path) => {
+            let arrays: Vec<Array> = out
+                .iter()
+                .map(|(name, dtype, shape, data)| Array {
+                    name,
+                    dtype: *dtype,
+                    shape,
+                    data,
+                })
+                .collect();
+            npy::write_npz(path, &arrays)?;
+        }
+        Some(dir) => {
+            for (name, dtype, shape, data) in &out {
+                let a = Array {
+                    name,
+                    dtype: *dtype,
+                    shape,
+                    data,
+                };
+                npy::write_npy(&dir.join(format!("{name}.npy")), &a)?;
+            }
+        }
+        None => {}
     }
     Ok(out)
 }
 
-/// A `.npy` file's values as `dtype` elements: the file's own dtype when it is that one, else
-/// integers into integer buffers and floats into float buffers, each converted once (nearest
-/// even for floats; integers must fit).
-fn read_npy(path: &Path, dtype: DType) -> Result<Vec<Scalar>, String> {
-    let what = |e: std::io::Error| format!("{}: {e}", path.display());
-    let bytes = std::fs::read(path).map_err(what)?;
-    let npy = npyz::NpyFile::new(&bytes[..]).map_err(what)?;
-    let npyz::DType::Plain(ts) = npy.dtype() else {
-        return Err(format!(
-            "{}: a structured array; tile reads plain numbers",
-            path.display()
-        ));
-    };
-    let (kind, size) = (ts.type_char(), ts.size_field());
-    let floats = |v: Vec<f64>| -> Vec<Scalar> {
-        v.into_iter()
-            .map(|x| scalar::cast(DType::F64, dtype, Scalar::F(x), false))
-            .collect()
-    };
-    let ints = |v: Vec<i64>| -> Result<Vec<Scalar>, String> {
-        let (lo, hi) = scalar::int_range(dtype);
-        v.into_iter()
-            .map(|x| {
-                if (x as i128) < lo || (x as i128) > hi {
-                    Err(format!("{}: {x} does not fit in {dtype}", path.display()))
-                } else {
-                    Ok(Scalar::I(x))
-                }
-            })
-            .collect()
-    };
-    use npyz::TypeChar::{Bool, Float, Int, Uint};
-    let int = |d: DType| d.is_int() && !d.is_bool();
-    match (kind, size, dtype) {
-        (Float, 4, d) if d.is_float() => Ok(floats(widened::<f32, f64>(npy).map_err(what)?)),
-        (Float, 8, d) if d.is_float() => Ok(floats(widened::<f64, f64>(npy).map_err(what)?)),
-        (Int, 1, d) if int(d) => ints(widened::<i8, i64>(npy).map_err(what)?),
-        (Int, 2, d) if int(d) => ints(widened::<i16, i64>(npy).map_err(what)?),
-        (Int, 4, d) if int(d) => ints(widened::<i32, i64>(npy).map_err(what)?),
-        (Int, 8, d) if int(d) => ints(widened::<i64, i64>(npy).map_err(what)?),
-        (Uint, 1, d) if int(d) => ints(widened::<u8, i64>(npy).map_err(what)?),
-        (Uint, 2, d) if int(d) => ints(widened::<u16, i64>(npy).map_err(what)?),
-        (Uint, 4, d) if int(d) => ints(widened::<u32, i64>(npy).map_err(what)?),
-        (Bool, 1, DType::Bool) => Ok(npy
-            .into_vec::<bool>()
-            .map_err(what)?
-            .into_iter()
-            .map(|b| Scalar::I(b as i64))
-            .collect()),
-        _ => Err(format!(
-            "{}: holds {ts}, which a {dtype} buffer does not take (floats go to float buffers, integers to integer buffers, bools to bool)",
-            path.display()
-        )),
-    }
-}
-
-/// The elements of a `.npy` of `T`s, each widened losslessly to `U`.
-fn widened<T: npyz::Deserialize, U: From<T>>(npy: npyz::NpyFile<&[u8]>) -> std::io::Result<Vec<U>> {
-    Ok(npy.into_vec::<T>()?.into_iter().map(U::from).collect())
-}
-
-/// Writes `data` (elements of `dtype`) as a C-order `.npy` of `shape`. f16 and bf16 go out as
-/// f32 (exact: every value of either is an f32 value), since NumPy has no bf16.
-fn write_npy(path: &Path, dtype: DType, shape: &[usize], data: &[Scalar]) -> Result<(), String> {
-    use npyz::WriterBuilder;
-    let what = |e: std::io::Error| format!("{}: {e}", path.display());
-    let file = std::fs::File::create(path).map_err(what)?;
-    let mut file = std::io::BufWriter::new(file);
-    let shape: Vec<u64> = shape.iter().map(|d| *d as u64).collect();
-    macro_rules! write_as {
-        ($t:ty, $conv:expr) => {{
-            let mut w = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&shape)
-                .writer(&mut file)
-                .begin_nd()
-                .map_err(what)?;
-            for v in data {
-                let x: $t = $conv(*v);
-                w.push(&x).map_err(what)?;
-            }
-            w.finish().map_err(what)?;
-        }};
-    }
-    let f = |v: Scalar| v.as_f64(dtype);
-    let i = |v: Scalar| match v {
-        Scalar::I(x) => x,
-        other => other.as_f64(dtype) as i64,
-    };
-    match dtype {
-        DType::F64 => write_as!(f64, f),
-        d if d.is_float() => write_as!(f32, |v| f(v) as f32),
-        DType::Bool => write_as!(bool, |v| i(v) != 0),
-        DType::I8 => write_as!(i8, |v| i(v) as i8),
-        DType::I16 => write_as!(i16, |v| i(v) as i16),
-        DType::I32 => write_as!(i32, |v| i(v) as i32),
-        DType::I64 => write_as!(i64, i),
-        DType::U8 => write_as!(u8, |v| i(v) as u8),
-        DType::U16 => write_as!(u16, |v| i(v) as u16),
-        DType::U32 => write_as!(u32, |v| i(v) as u32),
-        _ => write_as!(u64, |v| i(v) as u64),
-    }
-    file.flush().map_err(|e| format!("{}: {e}", path.display()))
+/// Whether `--save PATH` names one `.npz` archive rather than a directory.
+pub fn is_npz(path: &std::path::Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"))
 }
