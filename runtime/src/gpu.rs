@@ -40,6 +40,14 @@ pub enum RuntimeError {
     Chunk { chunk: usize, granularity: usize },
     #[error("graph capture: {0}")]
     Capture(String),
+    #[error(
+        "NCCL could not be loaded (cudarc looks for libnccl.so and libnccl.so.<CUDA major>); install it, or link the libnccl.so.2 that PyTorch's nvidia-nccl wheel ships as libnccl.so in a directory on LD_LIBRARY_PATH"
+    )]
+    NoNccl,
+    #[error("NCCL: {0}")]
+    Nccl(String),
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 fn mib(bytes: usize) -> String {
@@ -152,6 +160,25 @@ impl Gpu {
 
     pub fn name(&self) -> String {
         self.ctx.name().unwrap_or_else(|_| "unknown GPU".into())
+    }
+
+    /// The device's ordinal (`Gpu::new(ordinal)`).
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// The number of CUDA devices (0 without a driver).
+    pub fn count() -> usize {
+        // SAFETY: only probes whether the driver library can be loaded.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return 0;
+        }
+        CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+    }
+
+    /// Whether `stream` belongs to this GPU's context.
+    pub fn owns(&self, stream: &Stream) -> bool {
+        *stream.ctx().as_ref() == *self.ctx.as_ref()
     }
 
     /// `(major, minor)` compute capability.

@@ -7,6 +7,7 @@
 mod gpu;
 mod graph;
 mod memory;
+pub mod nccl;
 mod stream;
 mod timing;
 mod tma;
@@ -15,7 +16,8 @@ pub mod vmm;
 pub use gpu::{CuFunction, Function, Gpu, Image, KernelArg, RuntimeError, driver_result};
 pub use graph::{Capture, Graph, GraphNode};
 pub use memory::{DeviceBuffer, Memory, PinnedBuffer};
-pub use stream::{Event, Stream};
+pub use nccl::{CollectiveType, Communicator, ReduceOp};
+pub use stream::{Event, MemSyncDomain, Stream};
 pub use timing::{TimingOptions, Timings};
 pub use tma::{TensorMap, TensorMapRequest, TmaElem};
 pub use vmm::GrowableBuffer;

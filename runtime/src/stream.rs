@@ -20,6 +20,15 @@ pub(crate) struct StreamInner {
     pub(crate) capturing: AtomicBool,
 }
 
+/// The memory-synchronisation domain of a stream's kernels ([`Stream::set_mem_sync_domain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemSyncDomain {
+    /// Where kernels run unless told otherwise.
+    Default,
+    /// Where NCCL runs its kernels by default.
+    Remote,
+}
+
 /// A CUDA stream. Cloning is cheap and names the same stream; the stream is destroyed when the
 /// last clone (and every buffer that must be freed on it) is gone.
 #[derive(Clone)]
@@ -56,6 +65,43 @@ impl Stream {
 
     pub(crate) fn ctx(&self) -> &Arc<CudaContext> {
         self.inner.cu.context()
+    }
+
+    /// Puts every kernel launched on this stream from now on into memory-synchronisation
+    /// `domain` (compute capability 9.0 and newer). A kernel's memory fences then wait only for
+    /// writes made in its own domain: compute kernels in the default domain do not wait for the
+    /// traffic of NCCL's kernels, which NCCL launches in the remote one (its
+    /// `NCCL_MEM_SYNC_DOMAIN`, 1 by default). The attribute belongs to the stream, so launches
+    /// cost the same. The device's default stream cannot take it: use a stream of your own.
+    pub fn set_mem_sync_domain(&self, domain: MemSyncDomain) -> Result<(), RuntimeError> {
+        use cudarc::driver::sys;
+        let (major, _) = drv(self.ctx().compute_capability())?;
+        if major < 9 {
+            return Err(RuntimeError::Unsupported(format!(
+                "memory synchronisation domains need compute capability 9.0 or newer; this GPU has {major}.x"
+            )));
+        }
+        if self.cu_stream().is_null() {
+            return Err(RuntimeError::Unsupported(
+                "the default stream takes no memory synchronisation domain; set it on `gpu.new_stream()`".into(),
+            ));
+        }
+        // SAFETY: a zeroed attribute value is valid for every field; only the domain is set.
+        let mut value: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+        value.memSyncDomain = match domain {
+            MemSyncDomain::Default => sys::CUlaunchMemSyncDomain::CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT,
+            MemSyncDomain::Remote => sys::CUlaunchMemSyncDomain::CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE,
+        };
+        drv(self.ctx().bind_to_thread())?;
+        // SAFETY: the stream is live; `value` outlives the call.
+        let r = unsafe {
+            sys::cuStreamSetAttribute(
+                self.cu_stream(),
+                sys::CUstreamAttrID::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
+                &value,
+            )
+        };
+        drv(r.result())
     }
 
     /// Whether a graph capture is recording this stream.

@@ -75,6 +75,7 @@
 
 mod args;
 pub mod cache;
+pub mod collective;
 mod compile;
 pub mod graph;
 mod jit;
@@ -90,7 +91,7 @@ pub use graph::{GraphCapture, JitGraph, NodeId};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
 pub use tensor::{DeviceMemory, DeviceTensor, Element, GrowableTensor, PinnedTensor};
 pub use tile_runtime::{
-    DeviceBuffer, Event, Function, Gpu, Image, KernelArg, RuntimeError, Stream, TimingOptions, Timings,
+    DeviceBuffer, Event, Function, Gpu, Image, KernelArg, MemSyncDomain, RuntimeError, Stream, TimingOptions, Timings,
 };
 
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same

@@ -151,6 +151,16 @@ impl<T: Element> DeviceTensor<T> {
         Ok(Self::wrap(gpu, gpu.alloc_on(stream, bytes_of::<T>(len)?)?, len))
     }
 
+    /// The untyped buffer underneath, for runtime calls that take one (collectives).
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buf
+    }
+
+    /// [`DeviceTensor::buffer`], for calls that write it.
+    pub fn buffer_mut(&mut self) -> &mut DeviceBuffer {
+        &mut self.buf
+    }
+
     fn wrap(gpu: &Gpu, buf: DeviceBuffer, len: usize) -> DeviceTensor<T> {
         // The address never changes; read it once so that launches need not ask the driver.
         let addr = buf.device_ptr();

@@ -655,3 +655,55 @@ fn tensors_past_two_to_the_31_elements() {
         "{e}"
     );
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn collectives_and_sync_domains_on_one_gpu() {
+    use tile_jit::collective::{self, ReduceOp};
+    use tile_jit::{MemSyncDomain, RuntimeError};
+    let g = gpu();
+    // Memory synchronisation domains: a stream of one's own takes one; the default stream does not.
+    let s = g.new_stream().unwrap();
+    if g.compute_capability().unwrap().0 >= 9 {
+        s.set_mem_sync_domain(MemSyncDomain::Remote).unwrap();
+        s.set_mem_sync_domain(MemSyncDomain::Default).unwrap();
+        let e = g
+            .stream()
+            .set_mem_sync_domain(MemSyncDomain::Remote)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("new_stream"), "{e}");
+    }
+    let (major, minor, patch) = match collective::nccl_version() {
+        Ok(v) => v,
+        Err(RuntimeError::NoNccl) => panic!("NCCL is needed here: {}", RuntimeError::NoNccl),
+        Err(e) => panic!("{e}"),
+    };
+    eprintln!("NCCL {major}.{minor}.{patch}");
+    let comms = collective::init_all(std::slice::from_ref(&g)).unwrap();
+    let c = &comms[0];
+    assert_eq!((c.rank(), c.size()), (0, 1));
+    // One rank: every collective gives back its input, through NCCL's kernels on `s`.
+    let host: Vec<f32> = (0..100_003).map(|i| i as f32 * 0.5).collect();
+    let x = DeviceTensor::upload(&g, &host).unwrap();
+    let mut y = DeviceTensor::<f32>::zeros(&g, host.len()).unwrap();
+    collective::group(|| collective::all_reduce(c, &x, &mut y, ReduceOp::Sum, &s)).unwrap();
+    let mut z = DeviceTensor::<f32>::zeros(&g, host.len()).unwrap();
+    collective::all_gather(c, &y, &mut z, &s).unwrap();
+    let mut w = DeviceTensor::<f32>::zeros(&g, host.len()).unwrap();
+    collective::reduce_scatter(c, &z, &mut w, ReduceOp::Max, &s).unwrap();
+    let mut b = DeviceTensor::upload(&g, &host.iter().map(|v| bf16::from_f32(*v)).collect::<Vec<_>>()).unwrap();
+    collective::all_reduce_in_place(c, &mut b, ReduceOp::Avg, &s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(w.download().unwrap(), host);
+    assert_eq!(b.download().unwrap()[1000].to_f32(), 500.0);
+    // Lengths that do not fit the collective are errors.
+    let mut short = DeviceTensor::<f32>::zeros(&g, 10).unwrap();
+    let e = collective::all_reduce(c, &x, &mut short, ReduceOp::Sum, &s)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the receive tensor has 10 elements; it must have 100003"),
+        "{e}"
+    );
+}
