@@ -75,17 +75,7 @@ impl Stream {
     /// cost the same. The device's default stream cannot take it: use a stream of your own.
     pub fn set_mem_sync_domain(&self, domain: MemSyncDomain) -> Result<(), RuntimeError> {
         use cudarc::driver::sys;
-        let (major, _) = drv(self.ctx().compute_capability())?;
-        if major < 9 {
-            return Err(RuntimeError::Unsupported(format!(
-                "memory synchronisation domains need compute capability 9.0 or newer; this GPU has {major}.x"
-            )));
-        }
-        if self.cu_stream().is_null() {
-            return Err(RuntimeError::Unsupported(
-                "the default stream takes no memory synchronisation domain; set it on `gpu.new_stream()`".into(),
-            ));
-        }
+        self.domain_attribute_allowed()?;
         // SAFETY: a zeroed attribute value is valid for every field; only the domain is set.
         let mut value: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
         value.memSyncDomain = match domain {
@@ -102,6 +92,48 @@ impl Stream {
             )
         };
         drv(r.result())
+    }
+
+    /// Which of the GPU's hardware domains the kernels launched on this stream use for each
+    /// logical domain (compute capability 9.0 and newer; Hopper has four): by default the
+    /// logical default domain is hardware domain 0 and the remote one 1. Mapping both of a
+    /// stream's domains apart from NCCL's keeps even its "remote" kernels out of NCCL's way.
+    pub fn set_mem_sync_domain_map(&self, default: u8, remote: u8) -> Result<(), RuntimeError> {
+        use cudarc::driver::sys;
+        self.domain_attribute_allowed()?;
+        // SAFETY: a zeroed attribute value is valid for every field; only the map is set.
+        let mut value: sys::CUstreamAttrValue = unsafe { std::mem::zeroed() };
+        value.memSyncDomainMap = sys::CUlaunchMemSyncDomainMap {
+            default_: default,
+            remote,
+        };
+        drv(self.ctx().bind_to_thread())?;
+        // SAFETY: the stream is live; `value` outlives the call.
+        let r = unsafe {
+            sys::cuStreamSetAttribute(
+                self.cu_stream(),
+                sys::CUstreamAttrID::CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP,
+                &value,
+            )
+        };
+        drv(r.result())
+    }
+
+    /// That this stream can take a memory-synchronisation attribute: Hopper or newer, not the
+    /// default stream.
+    fn domain_attribute_allowed(&self) -> Result<(), RuntimeError> {
+        let (major, _) = drv(self.ctx().compute_capability())?;
+        if major < 9 {
+            return Err(RuntimeError::Unsupported(format!(
+                "memory synchronisation domains need compute capability 9.0 or newer; this GPU has {major}.x"
+            )));
+        }
+        if self.cu_stream().is_null() {
+            return Err(RuntimeError::Unsupported(
+                "the default stream takes no memory synchronisation domain; set it on `gpu.new_stream()`".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Whether a graph capture is recording this stream.

@@ -667,6 +667,8 @@ fn collectives_and_sync_domains_on_one_gpu() {
     if g.compute_capability().unwrap().0 >= 9 {
         s.set_mem_sync_domain(MemSyncDomain::Remote).unwrap();
         s.set_mem_sync_domain(MemSyncDomain::Default).unwrap();
+        s.set_mem_sync_domain_map(2, 3).unwrap();
+        s.set_mem_sync_domain_map(0, 1).unwrap();
         let e = g
             .stream()
             .set_mem_sync_domain(MemSyncDomain::Remote)
