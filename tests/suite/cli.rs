@@ -496,6 +496,35 @@ fn ptxas_is_not_looked_up_in_the_current_directory() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Found by fuzzing the interpreter: `output(f(..))` with `f` no generator panicked in run-spec
+/// parsing. It is a size like any other call.
+#[test]
+fn output_of_a_call_that_is_no_generator_is_a_size() {
+    let dir = temp_dir("output-call");
+    let file = dir.join("k.tile");
+    let kernel =
+        "kernel k(out: *mut f32, n: i32) {\n    let o = arange(0, 16);\n    store(out + o, o.to(f32), o < n);\n}\n";
+    std::fs::write(
+        &file,
+        format!("{kernel}run k {{ sizes(n: [16]); grid(1); args(out: output(cdiv(n, 1)), n: n); }}\n"),
+    )
+    .unwrap();
+    let (code, out, err) = tilec(&["verify", "--interpret", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    std::fs::write(
+        &file,
+        format!("{kernel}run k {{ sizes(n: [16]); grid(1); args(out: output(a2ange([16])), n: n); }}\n"),
+    )
+    .unwrap();
+    let (code, out, err) = tilec(&["verify", "--interpret", file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("unsupported expression in a run spec"),
+        "{out}{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_run_spec_value_that_does_not_fit_its_parameter_is_an_error() {
     let dir = temp_dir("fit");

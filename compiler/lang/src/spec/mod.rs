@@ -410,7 +410,13 @@ fn arg_spec(e: &Expr) -> Result<ArgSpec, Diagnostic> {
                         init,
                         output: true,
                     }),
-                    ArgSpec::Scalar(_) => unreachable!(),
+                    // A call that is no generator is a size (`output(cdiv(n, 4))`), checked
+                    // when the case is evaluated like any other.
+                    ArgSpec::Scalar(size) => Ok(ArgSpec::Buffer {
+                        shape: vec![size],
+                        init: InitSpec::Poison,
+                        output: true,
+                    }),
                 },
                 other => Ok(ArgSpec::Buffer {
                     shape: shape_of(other)?,
