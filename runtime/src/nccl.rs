@@ -234,20 +234,7 @@ impl Communicator {
             ty,
         )?;
         send.used_on(stream);
-        recv.used_on(stream);
-        // SAFETY: both buffers are live device memory of at least `count` elements on this
-        // rank's GPU (checked), kept alive until the stream is past the collective (noted above).
-        check("ncclAllReduce", unsafe {
-            sys::ncclAllReduce(
-                send.device_ptr() as *const _,
-                recv.device_ptr() as *mut _,
-                count,
-                ty.sys(),
-                op.sys(),
-                self.comm,
-                stream.cu_stream() as _,
-            )
-        })
+        self.all_reduce_at((send.device_ptr(), recv), count, (ty, op), stream)
     }
 
     /// [`Communicator::all_reduce`] with the result written over `buf`.
@@ -259,12 +246,25 @@ impl Communicator {
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
         self.check_args("all-reduce", stream, &[("buffer", buf, count)], ty)?;
-        buf.used_on(stream);
-        // SAFETY: as in `all_reduce`, with one buffer as both (NCCL's in-place form).
+        self.all_reduce_at((buf.device_ptr(), buf), count, (ty, op), stream)
+    }
+
+    /// `ncclAllReduce` from address `send` (checked, and noted as used, by the caller) into `recv`.
+    fn all_reduce_at(
+        &self,
+        (send, recv): (u64, &mut DeviceBuffer),
+        count: usize,
+        (ty, op): (CollectiveType, ReduceOp),
+        stream: &Stream,
+    ) -> Result<(), RuntimeError> {
+        recv.used_on(stream);
+        // SAFETY: both addresses are live device memory of at least `count` elements on this
+        // rank's GPU (checked by the callers), kept alive until the stream is past the
+        // collective (noted as used on it); equal addresses are NCCL's in-place form.
         check("ncclAllReduce", unsafe {
             sys::ncclAllReduce(
-                buf.device_ptr() as *const _,
-                buf.device_ptr() as *mut _,
+                send as *const _,
+                recv.device_ptr() as *mut _,
                 count,
                 ty.sys(),
                 op.sys(),

@@ -66,9 +66,13 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<bf16> {
         .collect()
 }
 
-/// Columns `[c0, c1)` of a row-major `[rows, cols]` matrix.
-fn columns(m: &[bf16], cols: usize, c0: usize, c1: usize) -> Vec<bf16> {
-    m.chunks(cols).flat_map(|row| row[c0..c1].iter().copied()).collect()
+/// Columns `[c0, c1)` of the gate and of the up projection (`[D, F]` each), side by side per
+/// row: the `[D, 2 (c1 - c0)]` operand whose product `swiglu` reads.
+fn gate_up(wg: &[bf16], wu: &[bf16], c0: usize, c1: usize) -> Vec<bf16> {
+    wg.chunks(F)
+        .zip(wu.chunks(F))
+        .flat_map(|(g, u)| g[c0..c1].iter().chain(&u[c0..c1]).copied())
+        .collect()
 }
 
 /// One GPU's share: its kernels, weights, activations and streams.
@@ -91,6 +95,41 @@ struct Rank {
 }
 
 impl Rank {
+    /// A rank of hidden width `f` on `gpu`, with its weights `w1` (`[D, 2f]`) and `w2` (`[f, D]`).
+    fn new(gpu: &Gpu, x: &[Vec<bf16>], w1: &[bf16], w2: &[bf16], f: usize) -> Result<Rank, Error> {
+        let opts = JitOptions::default();
+        Ok(Rank {
+            matmul: mm::Kernels::new(gpu, opts.clone())?.matmul::<bf16>(mm::MatmulConsts::default())?,
+            swiglu: act::Kernels::new(gpu, opts)?.swiglu::<bf16>(act::SwigluConsts::default())?,
+            w1: DeviceTensor::upload(gpu, w1)?,
+            w2: DeviceTensor::upload(gpu, w2)?,
+            x: x.iter()
+                .map(|x| DeviceTensor::upload(gpu, x))
+                .collect::<Result<_, _>>()?,
+            g: DeviceTensor::zeros(gpu, TOKENS * 2 * f)?,
+            h: DeviceTensor::zeros(gpu, TOKENS * f)?,
+            y: (0..MICRO)
+                .map(|_| DeviceTensor::zeros(gpu, TOKENS * D))
+                .collect::<Result<_, _>>()?,
+            compute: gpu.new_stream()?,
+            comm_stream: gpu.new_stream()?,
+            gpu: gpu.clone(),
+            f,
+        })
+    }
+
+    /// Every micro-batch through this rank alone: its partial outputs, on the host.
+    fn forward_all(&mut self) -> Result<Vec<Vec<bf16>>, Error> {
+        let s = self.compute.clone();
+        (0..MICRO)
+            .map(|m| {
+                self.forward(m, &s)?;
+                s.synchronize()?;
+                Ok(self.y[m].download()?)
+            })
+            .collect()
+    }
+
     /// Micro-batch `m` through the rank's slice of the MLP, on `stream`: `Y_m = swiglu(X_m W1) W2`.
     fn forward(&mut self, m: usize, stream: &Stream) -> Result<(), Error> {
         let (t, d, f2, f) = (TOKENS as i32, D as i32, 2 * self.f as i32, self.f as i32);
@@ -192,88 +231,21 @@ fn run() -> Result<(), Error> {
     let w2 = values(F * D, 3, w_scale(F));
 
     let f = F / n;
-    let mut ranks = Vec::new();
-    for (r, gpu) in gpus.iter().enumerate() {
-        let opts = JitOptions::default();
-        let matmul = mm::Kernels::new(gpu, opts.clone())?.matmul::<bf16>(mm::MatmulConsts::default())?;
-        let swiglu = act::Kernels::new(gpu, opts)?.swiglu::<bf16>(act::SwigluConsts::default())?;
-        // [D, 2f]: gate columns r*f..(r+1)*f, then up columns.
-        let w1: Vec<bf16> = columns(&wg, F, r * f, (r + 1) * f)
-            .chunks(f)
-            .zip(columns(&wu, F, r * f, (r + 1) * f).chunks(f))
-            .flat_map(|(g, u)| g.iter().chain(u).copied())
-            .collect();
-        let w2r = &w2[r * f * D..(r + 1) * f * D];
-        ranks.push(Rank {
-            matmul,
-            swiglu,
-            w1: DeviceTensor::upload(gpu, &w1)?,
-            w2: DeviceTensor::upload(gpu, w2r)?,
-            x: x_host
-                .iter()
-                .map(|x| DeviceTensor::upload(gpu, x))
-                .collect::<Result<_, _>>()?,
-            g: DeviceTensor::zeros(gpu, TOKENS * 2 * f)?,
-            h: DeviceTensor::zeros(gpu, TOKENS * f)?,
-            y: (0..MICRO)
-                .map(|_| DeviceTensor::zeros(gpu, TOKENS * D))
-                .collect::<Result<_, _>>()?,
-            compute: gpu.new_stream()?,
-            comm_stream: gpu.new_stream()?,
-            gpu: gpu.clone(),
-            f,
-        });
-    }
+    let mut ranks = (0..n)
+        .map(|r| {
+            let w2r = &w2[r * f * D..(r + 1) * f * D];
+            Rank::new(&gpus[r], &x_host, &gate_up(&wg, &wu, r * f, (r + 1) * f), w2r, f)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     for r in &ranks {
         r.gpu.synchronize()?;
     }
 
     // The reference: the whole MLP on GPU 0, one rank of width F.
-    let reference: Vec<Vec<bf16>> = if n == 1 {
-        let r = &mut ranks[0];
-        let s = r.compute.clone();
-        (0..MICRO)
-            .map(|m| {
-                r.forward(m, &s)?;
-                s.synchronize()?;
-                Ok(r.y[m].download()?)
-            })
-            .collect::<Result<_, Error>>()?
+    let reference = if n == 1 {
+        ranks[0].forward_all()?
     } else {
-        let gpu = &gpus[0];
-        let w1: Vec<bf16> = wg
-            .chunks(F)
-            .zip(wu.chunks(F))
-            .flat_map(|(g, u)| g.iter().chain(u).copied())
-            .collect();
-        let opts = JitOptions::default();
-        let mut whole = Rank {
-            matmul: mm::Kernels::new(gpu, opts.clone())?.matmul::<bf16>(mm::MatmulConsts::default())?,
-            swiglu: act::Kernels::new(gpu, opts)?.swiglu::<bf16>(act::SwigluConsts::default())?,
-            w1: DeviceTensor::upload(gpu, &w1)?,
-            w2: DeviceTensor::upload(gpu, &w2)?,
-            x: x_host
-                .iter()
-                .map(|x| DeviceTensor::upload(gpu, x))
-                .collect::<Result<_, _>>()?,
-            g: DeviceTensor::zeros(gpu, TOKENS * 2 * F)?,
-            h: DeviceTensor::zeros(gpu, TOKENS * F)?,
-            y: (0..MICRO)
-                .map(|_| DeviceTensor::zeros(gpu, TOKENS * D))
-                .collect::<Result<_, _>>()?,
-            compute: gpu.new_stream()?,
-            comm_stream: gpu.new_stream()?,
-            gpu: gpu.clone(),
-            f: F,
-        };
-        let s = whole.compute.clone();
-        (0..MICRO)
-            .map(|m| {
-                whole.forward(m, &s)?;
-                s.synchronize()?;
-                Ok(whole.y[m].download()?)
-            })
-            .collect::<Result<_, Error>>()?
+        Rank::new(&gpus[0], &x_host, &gate_up(&wg, &wu, 0, F), &w2, F)?.forward_all()?
     };
 
     // Each schedule: 2 warm-up steps, then the median of STEPS, and the result checked.
