@@ -211,12 +211,22 @@ fn the_interpreter_stops_at_its_step_budget_and_says_where() {
     let (code, out, err) = tilec(&["verify", "--interpret", "--max-steps", "100000", f]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("stopped after 100000 element operations, the budget (--max-steps raises it); the loop at 3:5 was in iteration 769 of 2000000000"),
+        out.contains("stopped after 100000 element operations, the budget (--max-steps raises it); the loop at 3:5 was in iteration 513 of 2000000000"),
         "{out}"
     );
     let (code, out, err) = tilec(&["run", "--interpret", "--max-steps", "1000", f]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("stopped after 1000 element operations"), "{err}");
+    // A loop whose body does nothing spends the budget too.
+    std::fs::write(
+        &file,
+        "kernel spin(out: *mut f32, n: i64) {\n    for i in 0..n {\n    }\n    store(out + arange(0, 64), 1.0);\n}\n\
+         run spin { sizes(n: [1_000_000_000_000]); grid(1); args(out: output([64]), n: n); }\n",
+    )
+    .unwrap();
+    let (code, out, err) = tilec(&["verify", "--interpret", "--max-steps", "100000", f]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("the loop at 2:5 was in iteration"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -81,8 +81,8 @@ pub type Output = Vec<String>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Element operations over the whole grid: each op executed costs one plus the elements of
-    /// its largest operand or result, a `dot` `m * n * k` more. The interpreter does 2e7 to 4e7
-    /// of them per second.
+    /// its largest operand or result, a `dot` `m * n * k` more, and each loop iteration one plus
+    /// the elements it carries. The interpreter does 2e7 to 4e7 of them per second.
     pub max_steps: u64,
 }
 
@@ -685,8 +685,18 @@ impl Machine<'_> {
                     ((end as i128 - start as i128) as u128).div_ceil(step as u128) as u64
                 };
                 self.loops.push((op.loc, 0, trips));
+                // Each iteration costs one plus its carried elements, so that a loop whose body
+                // does nothing (or only passes values on) still spends the budget.
+                let per_iteration = 1 + op.operands[3..]
+                    .iter()
+                    .map(|v| self.k.ty(*v).numel() as u64)
+                    .sum::<u64>();
                 let mut i = start;
                 while lt(i, end) {
+                    self.steps = self.steps.saturating_add(per_iteration);
+                    if self.steps > self.max_steps {
+                        return Err(self.over_budget(op));
+                    }
                     self.set(body.args[0], Tile::scalar(Scalar::I(i)));
                     for (a, t) in body.args[1..].iter().zip(carried) {
                         self.set(*a, t);

@@ -220,6 +220,19 @@ impl Analysis<'_> {
                     }
                 }
                 self.region(body);
+                // What the body carries to the next iteration must come from the same parameter
+                // (`p = y + o` in a loop that started with `p = x + o` mixes them).
+                if let Some(y) = body.ops.last() {
+                    for (k, init) in o[3..].iter().enumerate() {
+                        if self.is_ptr(*init) {
+                            let carried = [self.prov(*init), self.prov(y.operands[k])];
+                            let p = self.join(carried);
+                            if let Prov::Param { param, .. } = p {
+                                self.unbounded[param] = true;
+                            }
+                        }
+                    }
+                }
             }
             OpKind::If => {
                 self.region(&op.regions[0]);
@@ -305,6 +318,17 @@ mod tests {
             }",
         );
         assert_eq!(r[0].1, None, "advanced in a loop");
+        // A loop that carries a pointer started from one parameter and continued from another.
+        let r = reach(
+            "kernel k(x: *f32, y: *f32, out: *mut f32, n: i32) {
+                let o = arange(0, 4);
+                let mut p = x + o;
+                let mut acc = zeros([4], f32);
+                for i in 0..n { acc = acc + load(p + i * n); p = y + o; }
+                store(out + o, acc);
+            }",
+        );
+        assert_eq!((r[0].1, r[1].1), (None, None), "x and y mix through the loop: {r:?}");
         // y and z mix in one pointer tile: nothing is said about any parameter.
         assert!(r.iter().all(|(_, r)| r.is_none()), "{r:?}");
     }
