@@ -122,7 +122,7 @@ impl Drop for Allocation {
 /// Device memory (bytes), from the device's memory pool.
 pub struct DeviceBuffer {
     pub(crate) mem: Arc<Allocation>,
-    pub len: usize,
+    pub(crate) len: usize,
 }
 
 impl std::fmt::Debug for DeviceBuffer {
@@ -146,6 +146,11 @@ impl DeviceBuffer {
     /// which streams use it.
     pub fn memory(&self) -> Arc<dyn Memory> {
         self.mem.clone()
+    }
+
+    /// Whether the buffer was allocated on `gpu`'s device.
+    pub fn is_on(&self, gpu: &crate::Gpu) -> bool {
+        *self.mem.ctx.as_ref() == *gpu.ctx.as_ref()
     }
 
     /// Notes that work using this buffer was enqueued on `stream` (launches do this for their

@@ -119,7 +119,9 @@ pub fn nccl_version() -> Result<(u32, u32, u32), RuntimeError> {
 
 /// Runs `f`, which issues one collective per rank, between `ncclGroupStart` and `ncclGroupEnd`:
 /// what one thread driving several GPUs must do, or the first rank's call waits for the others
-/// forever.
+/// forever. Check every rank's arguments before the first call (the all-rank functions of
+/// `tile_jit::collective` do): a call refused midway leaves the ranks already issued waiting for
+/// their partners when the group ends.
 pub fn group<R>(f: impl FnOnce() -> Result<R, RuntimeError>) -> Result<R, RuntimeError> {
     loaded()?;
     // SAFETY: the library is loaded.
@@ -129,6 +131,26 @@ pub fn group<R>(f: impl FnOnce() -> Result<R, RuntimeError>) -> Result<R, Runtim
     let end = check("ncclGroupEnd", unsafe { sys::ncclGroupEnd() });
     let r = r?;
     end.map(|()| r)
+}
+
+/// The in-place all-reduce on every rank at once, `ranks[i]` = (communicator, buffer, stream):
+/// every rank's arguments are checked before NCCL sees any, then the calls are issued in one
+/// [`group`].
+pub fn all_reduce_in_place_all(
+    ranks: &mut [(&Communicator, &mut DeviceBuffer, &Stream)],
+    count: usize,
+    (ty, op): (CollectiveType, ReduceOp),
+) -> Result<(), RuntimeError> {
+    for (c, buf, stream) in ranks.iter() {
+        c.check_args("all-reduce", stream, &[("buffer", buf, count)], ty)?;
+    }
+    group(|| {
+        for (c, buf, stream) in ranks.iter_mut() {
+            let at = buf.device_ptr();
+            c.all_reduce_at((at, buf), count, (ty, op), stream)?;
+        }
+        Ok(())
+    })
 }
 
 /// One GPU's member of a communicator. Send, not Sync: NCCL allows a communicator to be used
@@ -190,7 +212,8 @@ impl Communicator {
         &self.gpu
     }
 
-    /// That `stream` is this rank's GPU's and `bufs` hold `elems` elements of `ty` each.
+    /// That `stream` and `bufs` are this rank's GPU's and `bufs` hold `elems` elements of `ty`
+    /// each.
     fn check_args(
         &self,
         what: &str,
@@ -206,7 +229,14 @@ impl Communicator {
             )));
         }
         for (name, b, elems) in bufs {
-            let need = elems * ty.bytes();
+            if !b.is_on(&self.gpu) {
+                return Err(RuntimeError::Nccl(format!(
+                    "{what} on rank {}: the {name} buffer is not on this rank's GPU {}",
+                    self.rank,
+                    self.gpu.ordinal()
+                )));
+            }
+            let need = elems.checked_mul(ty.bytes()).unwrap_or(usize::MAX);
             if b.bytes() < need {
                 return Err(RuntimeError::Nccl(format!(
                     "{what} on rank {}: the {name} buffer holds {} bytes; {elems} elements of {ty:?} need {need}",
@@ -259,7 +289,7 @@ impl Communicator {
     ) -> Result<(), RuntimeError> {
         recv.used_on(stream);
         // SAFETY: both addresses are live device memory of at least `count` elements on this
-        // rank's GPU (checked by the callers), kept alive until the stream is past the
+        // rank's GPU (`check_args`: device and size, by the callers), kept alive until the stream is past the
         // collective (noted as used on it); equal addresses are NCCL's in-place form.
         check("ncclAllReduce", unsafe {
             sys::ncclAllReduce(

@@ -166,19 +166,19 @@ fn step(ranks: &mut [Rank], comms: &[Communicator], schedule: Schedule) -> Resul
             r.forward(m, &s)?;
             ready.push(s.record()?);
         }
-        collective::group(|| {
-            for ((r, c), e) in ranks.iter_mut().zip(comms).zip(&ready) {
-                let s = match schedule {
-                    Schedule::Serialised => r.compute.clone(),
-                    Schedule::Overlapped => {
-                        r.comm_stream.wait(e)?;
-                        r.comm_stream.clone()
-                    }
-                };
-                collective::all_reduce_in_place(c, &mut r.y[m], ReduceOp::Sum, &s)?;
-            }
-            Ok(())
-        })?;
+        let mut all = Vec::new();
+        for (r, e) in ranks.iter_mut().zip(&ready) {
+            let s = match schedule {
+                Schedule::Serialised => &r.compute,
+                Schedule::Overlapped => {
+                    r.comm_stream.wait(e)?;
+                    &r.comm_stream
+                }
+            };
+            all.push((s, &mut r.y[m]));
+        }
+        let mut all: Vec<_> = all.into_iter().zip(comms).map(|((s, y), c)| (c, y, s)).collect();
+        collective::all_reduce_in_place_all(&mut all, ReduceOp::Sum)?;
     }
     for r in ranks.iter() {
         r.compute.wait_for(&r.comm_stream)?;
@@ -325,12 +325,13 @@ fn run() -> Result<(), Error> {
         let mut times = Vec::new();
         for i in 0..(3 + STEPS) {
             let start = ranks[0].comm_stream.record()?;
-            collective::group(|| {
-                for ((r, c), b) in ranks.iter().zip(&comms).zip(&mut bufs) {
-                    collective::all_reduce_in_place(c, b, ReduceOp::Sum, &r.comm_stream)?;
-                }
-                Ok(())
-            })?;
+            let mut all: Vec<_> = comms
+                .iter()
+                .zip(&mut bufs)
+                .zip(&ranks)
+                .map(|((c, b), r)| (c, b, &r.comm_stream))
+                .collect();
+            collective::all_reduce_in_place_all(&mut all, ReduceOp::Sum)?;
             let end = ranks[0].comm_stream.record()?;
             for r in &ranks {
                 r.comm_stream.synchronize()?;

@@ -10,13 +10,9 @@
 //! let comms = collective::init_all(&gpus)?;
 //! let mut parts: Vec<DeviceTensor<f32>> =
 //!     gpus.iter().map(|g| DeviceTensor::upload(g, &[1.0; 1024])).collect::<Result<_, _>>()?;
-//! // One call per rank, in one group: every rank ends with the sum.
-//! tile_jit::collective::group(|| {
-//!     for (c, t) in comms.iter().zip(&mut parts) {
-//!         collective::all_reduce_in_place(c, t, ReduceOp::Sum, c.gpu().stream())?;
-//!     }
-//!     Ok(())
-//! })?;
+//! // Every rank at once, in one group: every rank ends with the sum.
+//! let mut ranks: Vec<_> = comms.iter().zip(&mut parts).map(|(c, t)| (c, t, c.gpu().stream())).collect();
+//! collective::all_reduce_in_place_all(&mut ranks, ReduceOp::Sum)?;
 //! # Ok(())
 //! # }
 //! ```
@@ -85,6 +81,22 @@ pub fn all_reduce_in_place<T: Element>(
 ) -> Result<(), RuntimeError> {
     let n = buf.len();
     comm.all_reduce_in_place(buf.buffer_mut(), n, (ty::<T>()?, op), stream)
+}
+
+/// [`all_reduce_in_place`] on every rank at once, `ranks[i]` = (communicator, tensor, stream),
+/// in one [`group`]: every rank's arguments are checked before NCCL sees any (a refusal midway
+/// through a group would leave the ranks already issued waiting for their partners). The
+/// tensors must have one length.
+pub fn all_reduce_in_place_all<T: Element>(
+    ranks: &mut [(&Communicator, &mut DeviceTensor<T>, &Stream)],
+    op: ReduceOp,
+) -> Result<(), RuntimeError> {
+    let n = ranks.first().map_or(0, |r| r.1.len());
+    for (_, t, _) in ranks.iter() {
+        lengths("all-reduce", n, t.len(), "rank's")?;
+    }
+    let mut bufs: Vec<_> = ranks.iter_mut().map(|(c, t, s)| (*c, t.buffer_mut(), *s)).collect();
+    tile_runtime::nccl::all_reduce_in_place_all(&mut bufs, n, (ty::<T>()?, op))
 }
 
 /// Every rank's `send`, concatenated in rank order into every rank's `recv` (`size` times as

@@ -130,7 +130,7 @@ pub fn encode_for_args(
         d.is_int().then(|| crate::args::int_value(d, bits))
     };
     let addr = |p: usize| match args.get(p)? {
-        KernelArg::Buffer(b) => Some((b.device_ptr(), b.len as u64)),
+        KernelArg::Buffer(b) => Some((b.device_ptr(), b.bytes() as u64)),
         _ => None,
     };
     maps.iter()

@@ -696,6 +696,7 @@ fn collectives_and_sync_domains_on_one_gpu() {
     collective::reduce_scatter(c, &z, &mut w, ReduceOp::Max, &s).unwrap();
     let mut b = DeviceTensor::upload(&g, &host.iter().map(|v| bf16::from_f32(*v)).collect::<Vec<_>>()).unwrap();
     collective::all_reduce_in_place(c, &mut b, ReduceOp::Avg, &s).unwrap();
+    collective::all_reduce_in_place_all(&mut [(c, &mut b, &s)], ReduceOp::Max).unwrap();
     s.synchronize().unwrap();
     assert_eq!(w.download().unwrap(), host);
     assert_eq!(b.download().unwrap()[1000].to_f32(), 500.0);
