@@ -5,6 +5,16 @@
 use tile_jit::{ArgSpec, ConstValue, DType, SnapshotOptions, Source, jit_snapshot};
 
 tile_jit::kernels!(mod norm = "../rmsnorm.tile");
+// Keywords and the launcher's own argument names as .tile names: generating compiles.
+tile_jit::kernels!(mod names = "tests/names.tile");
+
+#[test]
+fn launchers_carry_every_name() {
+    // The types exist with the .tile names; nothing here needs a GPU.
+    let _: fn(&names::Match<f32>) -> &tile_jit::JitKernel = names::Match::<f32>::kernel;
+    let _ = names::R2dConsts { FLAG: Some(true) };
+    let _ = names::MatchConsts { BLOCK: Some(512) };
+}
 
 #[test]
 fn rmsnorm_bf16_on_hopper() {
