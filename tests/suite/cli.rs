@@ -772,6 +772,53 @@ fn run_and_verify_read_and_write_npz_archives() {
         assert_eq!(o[i], (x[i] as f32 + y[i] as f32) as f64, "out[{i}]");
         assert_eq!(e[i], x[i] + y[i], "expected[{i}] in f64");
     }
+    // An archive verify saved feeds `run` as it is (its `.expected` entries are skipped).
+    let again = tilec(
+        &[
+            &args[..],
+            &["--input", saved.join("vector_add-case1.npz").to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(again.0, 0, "{}{}", again.1, again.2);
+    // Column-major arrays are refused rather than read transposed; float16 is read.
+    let fortran = dir.join("f.npy");
+    {
+        let mut f = std::fs::File::create(&fortran).unwrap();
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[10, 100])
+            .order(npyz::Order::Fortran)
+            .writer(&mut f)
+            .begin_nd()
+            .unwrap();
+        for i in 0..1000 {
+            w.push(&(i as f32)).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let x_from = |p: &std::path::Path| format!("x={}", p.display());
+    let (code, _, err) = tilec(&[&args[..], &["--input", &x_from(&fortran)]].concat());
+    assert_eq!(code, 1);
+    assert!(err.contains("stored in Fortran (column-major) order"), "{err}");
+    let half = dir.join("h.npy");
+    {
+        let mut f = std::fs::File::create(&half).unwrap();
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[1000])
+            .writer(&mut f)
+            .begin_nd()
+            .unwrap();
+        for i in 0..1000 {
+            w.push(&half::f16::from_f32(i as f32 * 0.5)).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let inputs = ["--input", input.to_str().unwrap(), "--input", &x_from(&half)];
+    let (code, out, err) = tilec(&[&args[..], &inputs, &["--save", output.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(read_npz(&output)["out"].1[3], 1.5 + 3.0 * 2.0);
     // Where NumPy is installed: an archive np.savez_compressed writes, read back by NumPy.
     let numpy = std::process::Command::new("python3")
         .args(["-c", "import numpy"])

@@ -936,6 +936,8 @@ pub fn verify(text: &str, opts: &VerifyOptions) -> Result<Vec<CaseResult>, Vec<D
         parse_time: Default::default(),
     };
     let mut results = Vec::new();
+    // Cases are numbered per kernel across its run specs, so that saved files never collide.
+    let mut numbered: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for s in &c.specs {
         // check_source reported unknown references.
         let reference = s.reference.as_ref().and_then(|r| {
@@ -956,7 +958,12 @@ pub fn verify(text: &str, opts: &VerifyOptions) -> Result<Vec<CaseResult>, Vec<D
                 printed: vec![],
                 has_reference: reference.is_some(),
             };
-            let save = opts.save.as_ref().map(|d| d.join(format!("{}-case{i}.npz", s.kernel)));
+            let number = numbered.entry(s.kernel.as_str()).or_insert(0);
+            let save = opts
+                .save
+                .as_ref()
+                .map(|d| d.join(format!("{}-case{number}.npz", s.kernel)));
+            *number += 1;
             match run_case(&src, s, case, (seed(&s.kernel, i), save), reference.as_ref(), opts) {
                 Ok((c, printed)) => {
                     r.comparisons = c;

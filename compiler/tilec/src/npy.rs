@@ -97,6 +97,11 @@ pub fn read_array(what: &str, bytes: &[u8], dtype: DType) -> Result<Vec<Scalar>,
     let npyz::DType::Plain(ts) = npy.dtype() else {
         return Err(format!("{what}: a structured array; tile reads plain numbers"));
     };
+    if npy.order() == npyz::Order::Fortran {
+        return Err(format!(
+            "{what}: stored in Fortran (column-major) order; save `np.ascontiguousarray(a)` so the elements are in row-major order"
+        ));
+    }
     let (kind, size) = (ts.type_char(), ts.size_field());
     let floats = |v: Vec<f64>| -> Vec<Scalar> {
         v.into_iter()
@@ -118,6 +123,7 @@ pub fn read_array(what: &str, bytes: &[u8], dtype: DType) -> Result<Vec<Scalar>,
     use npyz::TypeChar::{Bool, Float, Int, Uint};
     let int = |d: DType| d.is_int() && !d.is_bool();
     match (kind, size, dtype) {
+        (Float, 2, d) if d.is_float() => Ok(floats(widened::<half::f16, f64>(npy).map_err(err)?)),
         (Float, 4, d) if d.is_float() => Ok(floats(widened::<f32, f64>(npy).map_err(err)?)),
         (Float, 8, d) if d.is_float() => Ok(floats(widened::<f64, f64>(npy).map_err(err)?)),
         (Int, 1, d) if int(d) => ints(widened::<i8, i64>(npy).map_err(err)?),
@@ -127,6 +133,20 @@ pub fn read_array(what: &str, bytes: &[u8], dtype: DType) -> Result<Vec<Scalar>,
         (Uint, 1, d) if int(d) => ints(widened::<u8, i64>(npy).map_err(err)?),
         (Uint, 2, d) if int(d) => ints(widened::<u16, i64>(npy).map_err(err)?),
         (Uint, 4, d) if int(d) => ints(widened::<u32, i64>(npy).map_err(err)?),
+        // u64 holds values past i64: a u64 buffer keeps the bits, any other must fit.
+        (Uint, 8, DType::U64) => Ok(npy
+            .into_vec::<u64>()
+            .map_err(err)?
+            .into_iter()
+            .map(|v| Scalar::I(v as i64))
+            .collect()),
+        (Uint, 8, d) if int(d) => {
+            let v = npy.into_vec::<u64>().map_err(err)?;
+            match v.iter().find(|x| **x > i64::MAX as u64) {
+                Some(x) => Err(format!("{what}: {x} does not fit in {dtype}")),
+                None => ints(v.into_iter().map(|x| x as i64).collect()),
+            }
+        }
         (Bool, 1, DType::Bool) => Ok(npy
             .into_vec::<bool>()
             .map_err(err)?

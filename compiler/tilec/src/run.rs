@@ -87,7 +87,10 @@ pub fn run_file(
             Input::Npy { name, path } => given.push((name.clone(), From::Npy(path.clone()))),
             Input::Npz(path) => {
                 let archive = npy::Npz::open(path)?;
-                given.extend(archive.names().into_iter().map(|n| (n, From::Npz(archives.len()))));
+                // `OUT.interpreter` and `OUT.expected` (what `verify --save` adds beside each
+                // output) are results, not inputs: an archive verify saved feeds `run` as it is.
+                let inputs = archive.names().into_iter().filter(|n| !n.contains('.'));
+                given.extend(inputs.map(|n| (n, From::Npz(archives.len()))));
                 archives.push((path, archive));
             }
         }

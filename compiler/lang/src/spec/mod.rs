@@ -565,8 +565,12 @@ fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<N
             }
         }
         _ => {
-            return Err(err("unsupported expression in a run spec")
-                .label("use numbers, sizes, constants, + - * / %, cdiv, min, max, next_pow2"));
+            let what = if mode.names.is_some() {
+                "unsupported expression"
+            } else {
+                "unsupported expression in a run spec"
+            };
+            return Err(err(what).label("use numbers, sizes, constants, + - * / %, cdiv, min, max, next_pow2"));
         }
     })
 }
