@@ -103,3 +103,35 @@ fn architecture_lists_the_crate_dependencies() {
         wrong.join("\n")
     );
 }
+
+/// docs/checking.md's commands that need no GPU (`tilec check`, and `tilec` with `--interpret`)
+/// run as written, from the repository root, and succeed.
+#[test]
+fn the_checking_guide_runs() {
+    let text = std::fs::read_to_string(root().join("docs/checking.md")).unwrap();
+    let mut in_sh = false;
+    let mut ran = 0;
+    for line in text.lines() {
+        match line.trim() {
+            "```sh" => in_sh = true,
+            "```" => in_sh = false,
+            l if in_sh && (l.starts_with("tilec check") || (l.starts_with("tilec ") && l.contains("--interpret"))) => {
+                // Paths in the repository are relative to its root; tests run elsewhere.
+                let args: Vec<String> = l
+                    .split_whitespace()
+                    .skip(1)
+                    .map(|a| match root().join(a) {
+                        p if !a.starts_with('-') && p.exists() => p.to_string_lossy().into_owned(),
+                        _ => a.to_string(),
+                    })
+                    .collect();
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let (code, out, err) = tile_tests::tilec(&args);
+                assert_eq!(code, 0, "docs/checking.md: `{l}`\n{out}{err}");
+                ran += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(ran >= 4, "the guide's commands were found ({ran})");
+}
