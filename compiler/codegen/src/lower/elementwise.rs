@@ -178,6 +178,7 @@ impl<'c> Lowering<'c, '_> {
                 UnaryOp::Log2 => return self.log_f64(fx, true),
                 UnaryOp::Sigmoid => return self.sigmoid_f64(fx),
                 UnaryOp::Rsqrt => return self.rsqrt_f64(fx),
+                UnaryOp::Tanh => return self.tanh_f64(fx),
                 _ => {}
             }
         }
