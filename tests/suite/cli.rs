@@ -781,6 +781,27 @@ fn run_and_verify_read_and_write_npz_archives() {
         .concat(),
     );
     assert_eq!(again.0, 0, "{}{}", again.1, again.2);
+    // A file far larger than the buffer it fills is refused before it is read whole.
+    let big = dir.join("big.npy");
+    {
+        let mut f = std::fs::File::create(&big).unwrap();
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[100_000])
+            .writer(&mut f)
+            .begin_nd()
+            .unwrap();
+        for i in 0..100_000 {
+            w.push(&(i as f32)).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let (code, _, err) = tilec(&[&args[..], &["--input", &format!("x={}", big.display())]].concat());
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("far more than the 1000 elements of the buffer it fills"),
+        "{err}"
+    );
     // Column-major arrays are refused rather than read transposed; float16 is read.
     let fortran = dir.join("f.npy");
     {

@@ -15,10 +15,35 @@ pub struct Array<'a> {
     pub data: &'a [Scalar],
 }
 
-/// The values of the `.npy` file at `path`, as `dtype` elements ([`read_array`]).
-pub fn read_npy(path: &Path, dtype: DType) -> Result<Vec<Scalar>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    read_array(&path.display().to_string(), &bytes[..], dtype)
+/// The most bytes an array of `len` elements may take in a file: 8 per element (the widest
+/// dtype read) and room for the header. Reading stops there, so a file or a compressed archive
+/// entry far larger than the buffer it fills is refused without being read into memory.
+fn byte_limit(len: usize) -> u64 {
+    (len as u64).saturating_mul(8).saturating_add(1 << 16)
+}
+
+/// Reads at most [`byte_limit`]`(len)` bytes of `r`, or says that `what` is too large.
+fn read_bounded(what: &str, r: impl Read, len: usize) -> Result<Vec<u8>, String> {
+    let limit = byte_limit(len);
+    let mut bytes = Vec::new();
+    r.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{what}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "{what}: more than {limit} bytes, far more than the {len} elements of the buffer it fills"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The values of the `.npy` file at `path`, as `dtype` elements ([`read_array`]), for a buffer
+/// of `len` elements.
+pub fn read_npy(path: &Path, dtype: DType, len: usize) -> Result<Vec<Scalar>, String> {
+    let what = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| format!("{what}: {e}"))?;
+    let bytes = read_bounded(&what, file, len)?;
+    read_array(&what, &bytes[..], dtype)
 }
 
 /// The names of the arrays in the `.npz` at `path`, and a reader of each by name.
@@ -47,16 +72,15 @@ impl Npz {
             .collect()
     }
 
-    /// Array `name` as `dtype` elements ([`read_array`]).
-    pub fn read(&mut self, name: &str, dtype: DType) -> Result<Vec<Scalar>, String> {
+    /// Array `name` as `dtype` elements ([`read_array`]), for a buffer of `len` elements.
+    pub fn read(&mut self, name: &str, dtype: DType, len: usize) -> Result<Vec<Scalar>, String> {
         let what = format!("{} (array `{name}`)", self.path);
-        let mut entry = self
+        let entry = self
             .zip
             .by_name(&format!("{name}.npy"))
             .map_err(|e| format!("{what}: {e}"))?;
-        // Entries may be compressed (np.savez_compressed): read one whole, then parse it.
-        let mut bytes = Vec::new();
-        entry.read_to_end(&mut bytes).map_err(|e| format!("{what}: {e}"))?;
+        // Entries may be compressed (np.savez_compressed): read one whole, bounded, then parse it.
+        let bytes = read_bounded(&what, entry, len)?;
         read_array(&what, &bytes[..], dtype)
     }
 }

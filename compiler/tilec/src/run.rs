@@ -119,12 +119,12 @@ pub fn run_file(
             })?;
         let b = &mut p.buffers[idx];
         let (path, values) = match from {
-            From::Npy(path) => (path.display().to_string(), npy::read_npy(&path, b.dtype)?),
+            From::Npy(path) => (path.display().to_string(), npy::read_npy(&path, b.dtype, b.data.len())?),
             From::Npz(i) => {
                 let (path, archive) = &mut archives[i];
                 (
                     format!("{} (array `{name}`)", path.display()),
-                    archive.read(&name, b.dtype)?,
+                    archive.read(&name, b.dtype, b.data.len())?,
                 )
             }
         };
