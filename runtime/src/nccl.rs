@@ -141,6 +141,15 @@ pub fn all_reduce_in_place_all(
     count: usize,
     (ty, op): (CollectiveType, ReduceOp),
 ) -> Result<(), RuntimeError> {
+    // Every rank of one communicator, once each: a partial group would wait for the others.
+    let mut seen: Vec<usize> = ranks.iter().map(|(c, _, _)| c.rank).collect();
+    seen.sort_unstable();
+    let size = ranks.first().map_or(0, |r| r.0.size);
+    if ranks.iter().any(|(c, _, _)| c.size != size) || seen != (0..size).collect::<Vec<_>>() {
+        return Err(RuntimeError::Nccl(format!(
+            "all-reduce on every rank: got ranks {seen:?}; each of the communicator's {size} ranks must appear once"
+        )));
+    }
     for (c, buf, stream) in ranks.iter() {
         c.check_args("all-reduce", stream, &[("buffer", buf, count)], ty)?;
     }
@@ -314,7 +323,7 @@ impl Communicator {
         ty: CollectiveType,
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
-        let all = count * self.size;
+        let all = count.saturating_mul(self.size);
         self.check_args(
             "all-gather",
             stream,
@@ -346,7 +355,7 @@ impl Communicator {
         (ty, op): (CollectiveType, ReduceOp),
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
-        let all = count * self.size;
+        let all = count.saturating_mul(self.size);
         self.check_args(
             "reduce-scatter",
             stream,

@@ -687,6 +687,9 @@ fn read_npz(path: &std::path::Path) -> std::collections::BTreeMap<String, (Vec<u
             npyz::DType::Plain(t) if t.to_string() == "<f4" => {
                 npy.into_vec::<f32>().unwrap().into_iter().map(f64::from).collect()
             }
+            npyz::DType::Plain(t) if t.to_string() == "<i4" => {
+                npy.into_vec::<i32>().unwrap().into_iter().map(f64::from).collect()
+            }
             _ => npy.into_vec::<f64>().unwrap(),
         };
         out.insert(n.trim_end_matches(".npy").to_string(), (shape, values));
@@ -764,7 +767,7 @@ fn run_and_verify_read_and_write_npz_archives() {
     let case = read_npz(&saved.join("vector_add-case1.npz"));
     assert_eq!(
         case.keys().cloned().collect::<Vec<_>>(),
-        ["out", "out.expected", "x", "y"]
+        ["out", "out.expected", "out.initial", "x", "y"]
     );
     let (x, y, o, e) = (&case["x"].1, &case["y"].1, &case["out"].1, &case["out.expected"].1);
     assert_eq!(x.len(), 1000);
@@ -772,6 +775,29 @@ fn run_and_verify_read_and_write_npz_archives() {
         assert_eq!(o[i], (x[i] as f32 + y[i] as f32) as f64, "out[{i}]");
         assert_eq!(e[i], x[i] + y[i], "expected[{i}] in f64");
     }
+    // An archive verify saved replays its case: a kernel that accumulates into its output
+    // (histogram's atomic counts) starts from `OUT.initial`, not from the saved result.
+    let hist = path("dsl-examples/histogram.tile");
+    let (code, out, err) = tilec(&["verify", "--interpret", "--save", saved.to_str().unwrap(), &hist]);
+    assert_eq!(code, 0, "{out}{err}");
+    let archive = saved.join("histogram-case1.npz");
+    let (code, out, err) = tilec(&[
+        "run",
+        &hist,
+        "--interpret",
+        "--case",
+        "1",
+        "--input",
+        archive.to_str().unwrap(),
+        "--save",
+        output.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (again, before) = (read_npz(&output), read_npz(&archive));
+    assert_eq!(
+        again["counts"].1, before["counts"].1,
+        "the replay counts what verify counted"
+    );
     // An archive verify saved feeds `run` as it is (its `.expected` entries are skipped).
     let again = tilec(
         &[

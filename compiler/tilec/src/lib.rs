@@ -104,8 +104,8 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = interp::Limits::DEFAULT_MAX_STEPS)]
         max_steps: u64,
         /// Write each case's buffers to DIR/KERNEL-caseN.npz: the inputs, every output as run
-        /// (on the GPU, or the interpreter), `OUT.interpreter` beside a GPU run's and
-        /// `OUT.expected` from the reference.
+        /// (on the GPU, or the interpreter), `OUT.initial` (before the kernel),
+        /// `OUT.interpreter` beside a GPU run's and `OUT.expected` from the reference.
         #[arg(long, value_name = "DIR")]
         save: Option<PathBuf>,
     },
@@ -1076,8 +1076,8 @@ fn run_case(
 }
 
 /// Writes one case's buffers as an `.npz`: inputs as generated; each output as run (the GPU's,
-/// else the interpreter's), the interpreter's beside a GPU run's as `NAME.interpreter`, and the
-/// reference's as `NAME.expected` (f64).
+/// else the interpreter's), its contents before the kernel as `NAME.initial`, the interpreter's
+/// beside a GPU run's as `NAME.interpreter`, and the reference's as `NAME.expected` (f64).
 fn save_case(
     path: &Path,
     kernel: &tile_lang::ir::Kernel,
@@ -1120,6 +1120,8 @@ fn save_case(
             }
             None => arrays.push(array(name.clone(), &p.buffers[*idx])),
         }
+        // What the kernel found there (`tilec run` loads it, so that the archive replays the case).
+        arrays.push(array(format!("{name}.initial"), &initial[*idx]));
         if let Some(want) = expected.and_then(|e| e.get(name)) {
             arrays.push(Owned {
                 name: format!("{name}.expected"),

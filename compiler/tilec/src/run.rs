@@ -45,25 +45,32 @@ pub fn run_file(
     }
     let ast = c.ast.expect("no diagnostics means the file parsed");
     let kernels: Vec<&str> = c.specs.iter().map(|s| s.kernel.as_str()).collect();
-    let s = match &opts.kernel {
-        Some(k) => c.specs.iter().find(|s| s.kernel == *k).ok_or_else(|| {
-            format!(
+    let kernel_name = match &opts.kernel {
+        Some(k) if kernels.contains(&k.as_str()) => k.as_str(),
+        Some(k) => {
+            return Err(format!(
                 "no `run` spec for kernel `{k}`; the file has run specs for: {}",
                 kernels.join(", ")
-            )
-        })?,
-        None => c.specs.first().ok_or("the file has no `run` spec")?,
+            ));
+        }
+        None => kernels.first().ok_or("the file has no `run` spec")?,
     };
-    let cases = spec::cases(s).map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
-    let case = cases.get(opts.case).ok_or_else(|| {
+    // The kernel's cases across all its run specs, numbered as `tilec verify` prints them (and
+    // `verify --save` names its files); each keeps its index within its spec for its seed.
+    let mut all = Vec::new();
+    for s in c.specs.iter().filter(|s| s.kernel == kernel_name) {
+        let cases = spec::cases(s).map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
+        all.extend(cases.into_iter().enumerate().map(|(i, case)| (s, i, case)));
+    }
+    let total = all.len();
+    let (s, index, case) = all.into_iter().nth(opts.case).ok_or_else(|| {
         format!(
-            "kernel `{}`'s run spec has {} case(s) (0 to {}); --case {} does not exist",
-            s.kernel,
-            cases.len(),
-            cases.len().saturating_sub(1),
+            "kernel `{kernel_name}`'s run specs have {total} case(s) (0 to {}); --case {} does not exist",
+            total.saturating_sub(1),
             opts.case
         )
     })?;
+    let case = &case;
     let src = tile_driver::Source {
         name: "run".into(),
         text: text.into(),
@@ -72,13 +79,13 @@ pub fn run_file(
     };
     let compiled = case_kernel(&src, s, case, gpu, None)?;
     let kernel = compiled.kernel();
-    let mut p = spec::prepare(s, case, kernel, seed(&s.kernel, opts.case))
+    let mut p = spec::prepare(s, case, kernel, seed(&s.kernel, index))
         .map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
     // Each input as (buffer name, where it comes from).
     enum From {
         Npy(PathBuf),
-        /// An array of `archives[i]`.
-        Npz(usize),
+        /// Entry `.1` of `archives[.0]`.
+        Npz(usize, String),
     }
     let mut archives = Vec::new();
     let mut given = Vec::new();
@@ -87,10 +94,15 @@ pub fn run_file(
             Input::Npy { name, path } => given.push((name.clone(), From::Npy(path.clone()))),
             Input::Npz(path) => {
                 let archive = npy::Npz::open(path)?;
-                // `OUT.interpreter` and `OUT.expected` (what `verify --save` adds beside each
-                // output) are results, not inputs: an archive verify saved feeds `run` as it is.
-                let inputs = archive.names().into_iter().filter(|n| !n.contains('.'));
-                given.extend(inputs.map(|n| (n, From::Npz(archives.len()))));
+                // What `verify --save` writes beside an output: `OUT.initial` (its contents before
+                // the kernel, loaded instead of `OUT`, the result), `OUT.interpreter` and
+                // `OUT.expected` (results, skipped): an archive verify saved replays its case.
+                let names = archive.names();
+                for n in names.iter().filter(|n| !n.contains('.')) {
+                    let initial = format!("{n}.initial");
+                    let entry = if names.contains(&initial) { initial } else { n.clone() };
+                    given.push((n.clone(), From::Npz(archives.len(), entry)));
+                }
                 archives.push((path, archive));
             }
         }
@@ -120,11 +132,11 @@ pub fn run_file(
         let b = &mut p.buffers[idx];
         let (path, values) = match from {
             From::Npy(path) => (path.display().to_string(), npy::read_npy(&path, b.dtype, b.data.len())?),
-            From::Npz(i) => {
+            From::Npz(i, entry) => {
                 let (path, archive) = &mut archives[i];
                 (
-                    format!("{} (array `{name}`)", path.display()),
-                    archive.read(&name, b.dtype, b.data.len())?,
+                    format!("{} (array `{entry}`)", path.display()),
+                    archive.read(&entry, b.dtype, b.data.len())?,
                 )
             }
         };

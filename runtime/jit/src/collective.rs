@@ -107,7 +107,12 @@ pub fn all_gather<T: Element>(
     recv: &mut DeviceTensor<T>,
     stream: &Stream,
 ) -> Result<(), RuntimeError> {
-    lengths("all-gather", send.len() * comm.size(), recv.len(), "receive")?;
+    lengths(
+        "all-gather",
+        send.len().saturating_mul(comm.size()),
+        recv.len(),
+        "receive",
+    )?;
     comm.all_gather(send.buffer(), recv.buffer_mut(), send.len(), ty::<T>()?, stream)
 }
 
@@ -121,7 +126,7 @@ pub fn reduce_scatter<T: Element>(
     stream: &Stream,
 ) -> Result<(), RuntimeError> {
     let n = recv.len();
-    lengths("reduce-scatter", n * comm.size(), send.len(), "send")?;
+    lengths("reduce-scatter", n.saturating_mul(comm.size()), send.len(), "send")?;
     comm.reduce_scatter(send.buffer(), recv.buffer_mut(), n, (ty::<T>()?, op), stream)
 }
 

@@ -98,6 +98,20 @@ fn module(input: &Input, rel: &str, abs: &str, text: &str) -> syn::Result<TokenS
                     continue;
                 }
             };
+            if let Some(g) = k
+                .generics
+                .iter()
+                .map(|g| g.to_string().trim_start_matches("r#").to_string())
+                .find(|g| *g == k.ty.to_string() || *g == k.consts_ty.to_string())
+            {
+                return Err(syn::Error::new(
+                    input.path.span(),
+                    format!(
+                        "{rel}: kernel `{}`'s dtype constant `{g}` has the name of its generated type; rename one of them",
+                        def.name.name
+                    ),
+                ));
+            }
             for made in [k.ty.to_string(), k.consts_ty.to_string(), def.name.name.clone()] {
                 if let Some((_, other)) = names.iter().find(|(n, _)| *n == made) {
                     let by = if other.is_empty() {
@@ -180,6 +194,11 @@ fn ident(name: &str) -> Ident {
         "self" | "super" | "crate" | "Self" | "_" => format_ident!("{name}_"),
         _ => Ident::new_raw(name, Span::call_site()),
     }
+}
+
+/// A local of the generated code, hygienic: it cannot clash with a `.tile` name, whatever that is.
+fn local(name: &str) -> Ident {
+    Ident::new(name, Span::mixed_site())
 }
 
 /// `vector_add` → `VectorAdd`; a name that would start with a digit or be empty (`_2d`, `_`)
@@ -301,14 +320,26 @@ impl Launcher {
                 return Err(Unsupported(c.ty.span(), "a constant of pointer type".into()));
             };
             let (rust, bind) = match t.name.as_str() {
-                "dtype" => (quote!(::tile_jit::DType), quote!(::tile_jit::ConstValue::DType(__v))),
-                "bool" => (quote!(bool), quote!(::tile_jit::ConstValue::Bool(__v))),
+                "dtype" => (quote!(::tile_jit::DType), {
+                    let v = local("v");
+                    quote!(::tile_jit::ConstValue::DType(#v))
+                }),
+                "bool" => (quote!(bool), {
+                    let v = local("v");
+                    quote!(::tile_jit::ConstValue::Bool(#v))
+                }),
                 other => match DType::from_name(other) {
                     Some(d) if d.is_int() => {
                         let h = host(d).expect("integers have host types");
-                        (h, quote!(::tile_jit::ConstValue::Int(__v as i64)))
+                        (h, {
+                            let v = local("v");
+                            quote!(::tile_jit::ConstValue::Int(#v as i64))
+                        })
                     }
-                    Some(d) if d.is_float() => (quote!(f64), quote!(::tile_jit::ConstValue::Float(__v))),
+                    Some(d) if d.is_float() => (quote!(f64), {
+                        let v = local("v");
+                        quote!(::tile_jit::ConstValue::Float(#v))
+                    }),
                     _ => return Err(Unsupported(t.span, format!("a constant of type `{other}`"))),
                 },
             };
@@ -342,6 +373,7 @@ impl Launcher {
 
     /// `Kernels::NAME::<T..>(&self, consts) -> Result<Launcher<T..>, JitError>`.
     fn constructor(&self) -> TokenStream {
+        let (consts, bindings, v) = (local("consts"), local("bindings"), local("v"));
         let Launcher {
             name,
             ty,
@@ -354,14 +386,14 @@ impl Launcher {
         let binds = fields.iter().map(|(n, _, bind)| {
             let f = ident(n);
             quote! {
-                if let Some(__v) = __consts.#f {
-                    __bindings.push((#n, #bind));
+                if let Some(#v) = #consts.#f {
+                    #bindings.push((#n, #bind));
                 }
             }
         });
         let dtype_binds = generics.iter().map(|g| {
             let n = g.to_string().trim_start_matches("r#").to_string();
-            quote! { __bindings.push((#n, ::tile_jit::ConstValue::DType(<#g as ::tile_jit::Element>::DTYPE))); }
+            quote! { #bindings.push((#n, ::tile_jit::ConstValue::DType(<#g as ::tile_jit::Element>::DTYPE))); }
         });
         let doc = format!(
             " The launcher of `{name}`, its constants bound from `consts` (`None`: the tuner's winner on this GPU, else the static model's choice){}. Checks the kernel; compiles nothing yet.",
@@ -380,12 +412,12 @@ impl Launcher {
         );
         quote! {
             #[doc = #doc]
-            pub fn #method<#(#generics: ::tile_jit::Element),*>(&self, __consts: #consts_ty) -> ::core::result::Result<#ty<#(#generics),*>, ::tile_jit::JitError> {
-                let _ = &__consts;
-                let mut __bindings: ::std::vec::Vec<(&str, ::tile_jit::ConstValue)> = ::std::vec::Vec::new();
+            pub fn #method<#(#generics: ::tile_jit::Element),*>(&self, #consts: #consts_ty) -> ::core::result::Result<#ty<#(#generics),*>, ::tile_jit::JitError> {
+                let _ = &#consts;
+                let mut #bindings: ::std::vec::Vec<(&str, ::tile_jit::ConstValue)> = ::std::vec::Vec::new();
                 #(#binds)*
                 #(#dtype_binds)*
-                Ok(#ty { kernel: self.jit.kernel(#name, &__bindings)?, _dtypes: ::core::marker::PhantomData })
+                Ok(#ty { kernel: self.jit.kernel(#name, &#bindings)?, _dtypes: ::core::marker::PhantomData })
             }
         }
     }
@@ -400,7 +432,7 @@ impl Launcher {
             generics,
             fields,
             params,
-            grid,
+            grid: grid_attr,
         } = self;
         let field_defs = fields.iter().map(|(n, rust, _)| {
             let f = ident(n);
@@ -414,15 +446,16 @@ impl Launcher {
         let types: Vec<&TokenStream> = params.iter().map(|p| &p.1).collect();
         let args: Vec<&TokenStream> = params.iter().map(|p| &p.2).collect();
         let n = params.len();
-        let (grid_param, grid_value, grid_doc) = match grid {
+        let (grid, stream, args_) = (local("grid"), local("stream"), local("args"));
+        let (grid_param, grid_value, grid_doc) = match grid_attr {
             Some(g) => (
                 quote!(),
-                quote!(self.kernel.grid_for(&__args)?),
+                quote!(self.kernel.grid_for(&#args_)?),
                 format!("on the grid its `{g}` gives for these arguments"),
             ),
             None => (
-                quote!(__grid: impl ::core::convert::Into<::tile_jit::Grid>,),
-                quote!(__grid),
+                quote!(#grid: impl ::core::convert::Into<::tile_jit::Grid>,),
+                quote!(#grid),
                 "on `grid` programs (the kernel has no `#[grid(..)]`)".to_string(),
             ),
         };
@@ -457,16 +490,16 @@ impl Launcher {
             impl<#(#generics: ::tile_jit::Element),*> #ty<#(#generics),*> {
                 #[doc = #launch_doc]
                 pub fn launch(&self, #grid_param #(#names: #types),*) -> ::core::result::Result<(), ::tile_jit::JitError> {
-                    let __args: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
-                    let __grid = #grid_value;
-                    self.kernel.launch(__grid, &__args)
+                    let #args_: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
+                    let #grid = #grid_value;
+                    self.kernel.launch(#grid, &#args_)
                 }
 
                 #[doc = #launch_on_doc]
-                pub fn launch_on(&self, __stream: &::tile_jit::Stream, #grid_param #(#names: #types),*) -> ::core::result::Result<(), ::tile_jit::JitError> {
-                    let __args: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
-                    let __grid = #grid_value;
-                    self.kernel.launch_on(__stream, __grid, &__args)
+                pub fn launch_on(&self, #stream: &::tile_jit::Stream, #grid_param #(#names: #types),*) -> ::core::result::Result<(), ::tile_jit::JitError> {
+                    let #args_: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
+                    let #grid = #grid_value;
+                    self.kernel.launch_on(#stream, #grid, &#args_)
                 }
 
                 /// The untyped handle: its constants (`consts()`), specialisations, graphs.
@@ -525,7 +558,7 @@ mod tests {
         );
         // Parameters named like the launcher's own arguments keep their names.
         assert!(
-            out.contains("r#stream : i32") && out.contains("__stream : & :: tile_jit :: Stream"),
+            out.contains("r#stream : i32") && out.contains("stream : & :: tile_jit :: Stream"),
             "{out}"
         );
         std::fs::write(d.join("clash.tile"), ok.replace("kernel copy", "kernel new")).unwrap();
@@ -569,7 +602,7 @@ mod tests {
         );
         assert!(out.contains("pub r#BM : :: core :: option :: Option < i32 >"), "{out}");
         // `#[grid(..)]` gives the grid; without it the launch takes one.
-        assert!(out.contains("self . kernel . grid_for (& __args) ?"), "{out}");
+        assert!(out.contains("self . kernel . grid_for (& args) ?"), "{out}");
         let out = expand(quote!(pub mod m = "softmax.tile";), &root).to_string();
         assert!(
             out.contains("grid : impl :: core :: convert :: Into < :: tile_jit :: Grid >"),

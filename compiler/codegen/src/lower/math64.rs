@@ -205,6 +205,8 @@ impl<'c> Lowering<'c, '_> {
         let q = self.horner64(&TANH_Q, t)?;
         let xt = llvm(b.build_float_mul(x, t, ""))?;
         let near = self.f64_intr("llvm.fma", &[xt.into(), q.into(), x.into()])?;
+        // x + x³Q rounds -0 to +0; tanh keeps the sign of zero.
+        let near = self.f64_intr("llvm.copysign", &[near.into(), x.into()])?;
         let a = self.f64_intr("llvm.fabs", &[x.into()])?;
         let two_a = llvm(b.build_float_mul(a, self.f64c(2.0), ""))?;
         let e = self.exp_f64(two_a, false)?.into_float_value();
