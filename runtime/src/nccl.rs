@@ -151,7 +151,7 @@ pub fn all_reduce_in_place_all(
         )));
     }
     for (c, buf, stream) in ranks.iter() {
-        c.check_args("all-reduce", stream, &[("buffer", buf, count)], ty)?;
+        c.prepare("all-reduce", stream, &[("buffer", buf, count)], ty)?;
     }
     group(|| {
         for (c, buf, stream) in ranks.iter_mut() {
@@ -221,9 +221,10 @@ impl Communicator {
         &self.gpu
     }
 
-    /// That `stream` and `bufs` are this rank's GPU's and `bufs` hold `elems` elements of `ty`
-    /// each.
-    fn check_args(
+    /// Makes `bufs` ready for a collective on `stream`: that the stream and the buffers are this
+    /// rank's GPU's and each buffer holds its `elems` elements of `ty`, then each buffer noted as
+    /// used on the stream (so that freeing it waits for the collective).
+    fn prepare(
         &self,
         what: &str,
         stream: &Stream,
@@ -254,6 +255,9 @@ impl Communicator {
                 )));
             }
         }
+        for (_, b, _) in bufs {
+            b.used_on(stream);
+        }
         Ok(())
     }
 
@@ -266,13 +270,12 @@ impl Communicator {
         (ty, op): (CollectiveType, ReduceOp),
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
-        self.check_args(
+        self.prepare(
             "all-reduce",
             stream,
             &[("send", send, count), ("receive", recv, count)],
             ty,
         )?;
-        send.used_on(stream);
         self.all_reduce_at((send.device_ptr(), recv), count, (ty, op), stream)
     }
 
@@ -284,11 +287,11 @@ impl Communicator {
         (ty, op): (CollectiveType, ReduceOp),
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
-        self.check_args("all-reduce", stream, &[("buffer", buf, count)], ty)?;
+        self.prepare("all-reduce", stream, &[("buffer", buf, count)], ty)?;
         self.all_reduce_at((buf.device_ptr(), buf), count, (ty, op), stream)
     }
 
-    /// `ncclAllReduce` from address `send` (checked, and noted as used, by the caller) into `recv`.
+    /// `ncclAllReduce` from address `send` into `recv`, both made ready by the caller (`prepare`).
     fn all_reduce_at(
         &self,
         (send, recv): (u64, &mut DeviceBuffer),
@@ -296,9 +299,8 @@ impl Communicator {
         (ty, op): (CollectiveType, ReduceOp),
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
-        recv.used_on(stream);
         // SAFETY: both addresses are live device memory of at least `count` elements on this
-        // rank's GPU (`check_args`: device and size, by the callers), kept alive until the stream is past the
+        // rank's GPU (`prepare`: device, size and use, by the callers), kept alive until the stream is past the
         // collective (noted as used on it); equal addresses are NCCL's in-place form.
         check("ncclAllReduce", unsafe {
             sys::ncclAllReduce(
@@ -324,14 +326,12 @@ impl Communicator {
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
         let all = count.saturating_mul(self.size);
-        self.check_args(
+        self.prepare(
             "all-gather",
             stream,
             &[("send", send, count), ("receive", recv, all)],
             ty,
         )?;
-        send.used_on(stream);
-        recv.used_on(stream);
         // SAFETY: as in `all_reduce`; `recv` holds `count * size` elements (checked).
         check("ncclAllGather", unsafe {
             sys::ncclAllGather(
@@ -356,14 +356,12 @@ impl Communicator {
         stream: &Stream,
     ) -> Result<(), RuntimeError> {
         let all = count.saturating_mul(self.size);
-        self.check_args(
+        self.prepare(
             "reduce-scatter",
             stream,
             &[("send", send, all), ("receive", recv, count)],
             ty,
         )?;
-        send.used_on(stream);
-        recv.used_on(stream);
         // SAFETY: as in `all_gather`, with the sizes swapped.
         check("ncclReduceScatter", unsafe {
             sys::ncclReduceScatter(
