@@ -50,6 +50,8 @@ pub struct GpuPlan {
     /// Whether scratch outside pipelined loops starts at 0, over their dead buffers (see
     /// [`GpuPlan::scratch_base`]).
     pub alias_scratch: bool,
+    /// The row layout the kernel's row tiles take (see [`row_layout`]), when it has one.
+    pub rows: Option<LinearLayout>,
     /// Values made by `broadcast`, which can produce any layout directly.
     broadcasts: HashSet<ValueId>,
     /// The op defining each single-result value (ops without regions).
@@ -146,6 +148,12 @@ impl GpuPlan {
         }
         let mmas: HashMap<ValueId, MmaPlan> = p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
         (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b);
+        if p.dots.is_empty() {
+            p.rows = row_layout(k, p.threads, p.max_vec);
+            if let Some(l) = p.rows.clone() {
+                p.seed_rows(k, &l);
+            }
+        }
         // Forward propagation to a fixed point; a value only ever leaves the blocked layout, so
         // this ends.
         loop {
@@ -267,17 +275,83 @@ impl GpuPlan {
         }
         match &op.kind {
             OpKind::Reduce { .. } if self.linear_reduce(k, op).is_some() => None,
+            OpKind::ReduceWith { .. } => Some(self.reduce_with_layout(k, op)),
             OpKind::ExpandDims(_) | OpKind::Reshape if self.layouts.contains_key(&op.results[0]) => {
                 Some(self.layout(k, op.results[0]).with_shape(&k.ty(v).shape))
             }
             OpKind::Broadcast if self.broadcast_in_registers(k, op).is_some() => None,
             OpKind::Dot(_) if i < 2 && self.mma(op.results[0]).is_some() => None,
             OpKind::Dot(_) if i == 2 => Some(self.layout(k, op.results[0])),
+            // Loads and stores run in the layout of what they read or write when it keeps whole
+            // vectors in a thread (the row layouts); others go through the blocked layout.
+            OpKind::Load { .. } if self.layouts.contains_key(&op.results[0]) => Some(self.layout(k, op.results[0])),
+            OpKind::Store { .. } if self.in_memory_layout(k, op.operands[1]) => Some(self.layout(k, op.operands[1])),
             k_ if elementwise(k_) || passthrough(k_) => Some(self.layout(k, op.results[0])),
             OpKind::For { .. } if i >= 3 => Some(self.layout(k, op.results[i - 3])),
             OpKind::Yield => yields_to.get(i).map(|r| self.layout(k, *r)),
             _ => Some(LinearLayout::blocked(&k.ty(v).shape, self.threads, self.max_vec)),
         }
+    }
+
+    /// Whether tile `v` has a layout of its own whose chunks of consecutive elements are as
+    /// wide as the blocked layout's: memory is then accessed in it, with the same vectors.
+    pub fn in_memory_layout(&self, k: &Kernel, v: ValueId) -> bool {
+        let Some(l) = self.layouts.get(&v) else { return false };
+        let blocked = LinearLayout::blocked(&k.ty(v).shape, self.threads, self.max_vec);
+        l.contiguous_run() >= blocked.contiguous_run()
+    }
+
+    /// Gives the row layout `l` (and its slice over the rows, for the row vectors broadcast
+    /// into it) to every value of those shapes whose lowering obeys the plan's layout:
+    /// elementwise ops, loads, broadcasts, `arange` and loop-carried values. The rest keep the
+    /// blocked layout and are converted where used; reductions, `expand_dims` and reshapes
+    /// follow their operands in [`propagate`](Self::propagate).
+    fn seed_rows(&mut self, k: &Kernel, l: &LinearLayout) {
+        let cols = *l.shape.last().unwrap_or(&1);
+        let slice = l.reduce_axis(0).map(|r| r.out);
+        // Per-row values of a 2-D tile (`[R]`, `[R, 1]`): the layout its row reductions give.
+        let rows = l.shape[0];
+        let column = (l.shape.len() == 2).then(|| l.reduce_axis(1).map(|r| r.out)).flatten();
+        let seed = |shape: &[usize]| -> Option<LinearLayout> {
+            if shape == &l.shape[..] {
+                return Some(l.clone());
+            }
+            if rows == cols {
+                // A square tile: `[C]` would be both a row and a column vector.
+                return None;
+            }
+            // A row vector: `[C]`, `[1, C]`.
+            if shape.last() == Some(&cols) && shape.iter().rev().skip(1).all(|d| *d == 1) {
+                return slice.as_ref().map(|s| s.with_shape(shape));
+            }
+            // A column vector: `[R]`, `[R, 1]`.
+            if shape.first() == Some(&rows) && shape.iter().skip(1).all(|d| *d == 1) {
+                return column.as_ref().map(|c| c.with_shape(shape));
+            }
+            None
+        };
+        let mut seeds = Vec::new();
+        k.walk(&mut |op| {
+            let obeys = op.kind.is_elementwise()
+                || passthrough(&op.kind)
+                || matches!(
+                    op.kind,
+                    OpKind::Load { .. } | OpKind::Broadcast | OpKind::Arange { .. } | OpKind::For { .. } | OpKind::If
+                );
+            if !obeys {
+                return;
+            }
+            let mut vals = op.results.clone();
+            if let OpKind::For { .. } = op.kind {
+                vals.extend(&op.regions[0].args[1..]);
+            }
+            for v in vals {
+                if let Some(l) = seed(&k.ty(v).shape) {
+                    seeds.push((v, l));
+                }
+            }
+        });
+        self.layouts.extend(seeds);
     }
 
     /// For a broadcast of a tile whose elements every thread already holds (in the layouts the
@@ -294,13 +368,28 @@ impl GpuPlan {
     /// along or across the axis, never both: in-thread folds, lane shuffles, warps through
     /// shared memory), if it does.
     pub fn linear_reduce(&self, k: &Kernel, op: &Op) -> Option<AxisReduce> {
-        let OpKind::Reduce { axis, .. } = op.kind else {
-            return None;
-        };
-        if k.ty(op.operands[0]).shape.len() < 2 {
-            return None;
+        match op.kind {
+            OpKind::Reduce { axis, .. } if k.ty(op.operands[0]).shape.len() >= 2 => {
+                self.layout(k, op.operands[0]).reduce_axis(axis)
+            }
+            OpKind::ReduceWith { axis } => self.reduce_with_layout(k, op).reduce_axis(axis),
+            _ => None,
         }
-        self.layout(k, op.operands[0]).reduce_axis(axis)
+    }
+
+    /// The layout a `reduce` with a helper folds its tiles in: the first one's when a reduction
+    /// along the axis can run in it, else the blocked one (where it always can); the other
+    /// tiles are converted to it.
+    pub fn reduce_with_layout(&self, k: &Kernel, op: &Op) -> LinearLayout {
+        let OpKind::ReduceWith { axis } = op.kind else {
+            return self.layout(k, op.operands[0]);
+        };
+        let first = self.layout(k, op.operands[0]);
+        if first.reduce_axis(axis).is_some() {
+            first
+        } else {
+            LinearLayout::blocked(&k.ty(op.operands[0]).shape, self.threads, self.max_vec)
+        }
     }
 
     fn propagate(&mut self, k: &Kernel, r: &Region) {
@@ -332,6 +421,16 @@ impl GpuPlan {
                 OpKind::Reduce { .. } => {
                     if let Some(red) = self.linear_reduce(k, op) {
                         self.layouts.insert(res, red.out);
+                    }
+                }
+                OpKind::ReduceWith { .. } => {
+                    // Every result of a fold in a layout of its own comes out in its reduced layout.
+                    if let Some(red) = self.linear_reduce(k, op)
+                        && !k.ty(res).is_scalar()
+                    {
+                        for r in &op.results {
+                            self.layouts.entry(*r).or_insert_with(|| red.out.clone());
+                        }
                     }
                 }
                 OpKind::ExpandDims(_) | OpKind::Reshape => {
@@ -516,6 +615,40 @@ impl GpuPlan {
         }
         s
     }
+}
+
+/// The row layout for a kernel that reduces a tile along its last axis across warps (in the
+/// blocked layout, where a `[ROWS, BLOCK]` tile spreads each row over every warp) when fewer
+/// warps would take part with the warps on the rows ([`LinearLayout::rows`]): several rows per
+/// program then reduce by register folds and shuffles, without shared memory or barriers. The
+/// largest such tile decides; `None` when no reduction gains.
+fn row_layout(k: &Kernel, threads: u32, max_vec: usize) -> Option<LinearLayout> {
+    let mut best: Option<LinearLayout> = None;
+    // Shapes that other folds along an axis (argmax, `reduce` with a helper, scans) read: those
+    // run in the blocked layout, so their tiles are left in it.
+    let mut others = HashSet::new();
+    k.walk(&mut |op| {
+        if let OpKind::ArgReduce { .. } | OpKind::Scan { .. } | OpKind::ScanWith { .. } = op.kind {
+            others.insert(k.ty(op.operands[0]).shape.clone());
+        }
+    });
+    k.walk(&mut |op| {
+        let (OpKind::Reduce { axis, .. } | OpKind::ReduceWith { axis }) = op.kind else {
+            return;
+        };
+        let shape = &k.ty(op.operands[0]).shape;
+        if shape.len() < 2 || axis + 1 != shape.len() || others.contains(shape) {
+            return;
+        }
+        let crossing = |l: &LinearLayout| l.reduce_axis(axis).map_or(usize::MAX, |r| r.warp_masks.len());
+        let rows = LinearLayout::rows(shape, threads, max_vec);
+        if crossing(&rows) < crossing(&LinearLayout::blocked(shape, threads, max_vec))
+            && best.as_ref().is_none_or(|b| b.numel() < rows.numel())
+        {
+            best = Some(rows);
+        }
+    });
+    best
 }
 
 /// Dots whose result flows (through elementwise ops and row reductions' broadcasts) into the A

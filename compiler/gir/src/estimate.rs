@@ -125,22 +125,12 @@ pub fn scratch_needs(k: &Kernel, plan: &GpuPlan) -> (u32, u32) {
                     want((a.numel() + b.numel()) as u32 * smem_size(a.elem));
                 }
             },
-            // In its operand's layout: partials through shared memory only across warps.
-            OpKind::Reduce { .. } if plan.linear_reduce(k, op).is_some() => {
-                let red = plan.linear_reduce(k, op).expect("checked");
-                if !red.warp_masks.is_empty() {
-                    want(threads * red.out.regs() as u32 * smem_size(res().elem));
-                }
-            }
-            // As many outputs as the lowering's block reduction reduces block-wide (FEW): one slot per warp each, twice.
-            OpKind::Reduce { .. }
-                if res().numel() == 1
-                    || (res().numel() <= 8 && res().numel() * elems_per_thread(&src().shape, threads, mv) <= 64) =>
+            // Partials exchanged across warps: two slot arrays, used alternately.
+            OpKind::Reduce { .. } | OpKind::ReduceWith { .. }
+                if plan.linear_reduce(k, op).is_some() || block_reduction(k, plan, op) =>
             {
-                let warps = threads / 32;
-                if warps > 1 {
-                    // Two slot arrays, used alternately (see the lowering's block reduction).
-                    want(2 * warps * 8 * res().numel() as u32);
+                if reduction_partials(k, plan, op) > 0 {
+                    want(2 * reduction_slot(k, plan));
                 }
             }
             OpKind::Reduce { .. }
@@ -152,6 +142,56 @@ pub fn scratch_needs(k: &Kernel, plan: &GpuPlan) -> (u32, u32) {
         }
     });
     (need_in, need_out)
+}
+
+/// Whether a `Reduce` the plan does not run in its operand's layout is a block reduction: a
+/// handful of outputs (a row per program, a few rows), each reduced block-wide by in-thread
+/// partials, a butterfly across the warp, then across warps in shared memory. Each of a thread's
+/// elements is matched against every output, so the path is kept to one output or to a small
+/// product of outputs and elements per thread; other reductions fold rows through shared memory.
+pub fn block_reduction(k: &Kernel, plan: &GpuPlan, op: &Op) -> bool {
+    const FEW: usize = 8;
+    let (src, res) = (k.ty(op.operands[0]), k.ty(op.results[0]));
+    let nout = res.numel();
+    matches!(op.kind, OpKind::Reduce { .. })
+        && plan.linear_reduce(k, op).is_none()
+        && (nout == 1 || (nout <= FEW && nout * elems_per_thread(&src.shape, plan.threads, plan.max_vec) <= 64))
+}
+
+/// Bytes of shared memory a reduction's partials take when it combines them across warps (0
+/// when it does not): in its operand's layout, one slot per thread and result register; as a
+/// block reduction, one 8-byte slot per warp and output.
+pub fn reduction_partials(k: &Kernel, plan: &GpuPlan, op: &Op) -> u32 {
+    if let Some(red) = plan.linear_reduce(k, op) {
+        // One slot per thread and result register, for each tile folded together.
+        let bytes: u32 = op.results.iter().map(|r| smem_size(k.ty(*r).elem)).sum();
+        return if red.warp_masks.is_empty() {
+            0
+        } else {
+            plan.threads * red.out.regs() as u32 * bytes
+        };
+    }
+    let warps = plan.threads / 32;
+    if block_reduction(k, plan, op) && warps > 1 {
+        warps * 8 * k.ty(op.results[0]).numel() as u32
+    } else {
+        0
+    }
+}
+
+/// The size of each of the two slot arrays that reductions exchanging partials across warps
+/// use alternately (the largest such reduction's partials, in 16-byte units): consecutive
+/// reductions then need no barrier before writing their partials, since the barrier between the
+/// previous one's writes and reads orders its reads before the next one's writes to the other
+/// array.
+pub fn reduction_slot(k: &Kernel, plan: &GpuPlan) -> u32 {
+    let mut most = 0;
+    k.walk(&mut |op| {
+        if matches!(op.kind, OpKind::Reduce { .. } | OpKind::ReduceWith { .. }) {
+            most = most.max(reduction_partials(k, plan, op));
+        }
+    });
+    most.next_multiple_of(16)
 }
 
 /// Calls `f` on every op with the values a `yield` in its region hands its operands to (the

@@ -79,6 +79,41 @@ impl LinearLayout {
         }
     }
 
+    /// The blocked layout with its warps on the rows: chunks of `vec` elements of the last axis
+    /// go to consecutive lanes, as in [`blocked`](Self::blocked), but the warp bits take the
+    /// outer axes first, so that a reduction along the last axis stays inside warps (register
+    /// folds and shuffles, no shared memory). Warp bits left when the outer axes run out go to
+    /// the last axis after the lanes; past the tile they hold copies. The registers take the
+    /// rest, last axis first. With one row per warp or more, each warp reads whole rows in
+    /// coalesced chunks of 32 lanes.
+    pub fn rows(shape: &[usize], threads: u32, max_vec: usize) -> LinearLayout {
+        let numel: usize = shape.iter().product();
+        let last = shape.last().copied().unwrap_or(1);
+        let vec = max_vec.min(last).min((numel / threads as usize).max(1)).max(1);
+        let (col_bits, total_bits) = (last.trailing_zeros() as usize, numel.trailing_zeros() as usize);
+        let vec_bits = vec.trailing_zeros() as usize;
+        // Flat-index bits not yet given to a hardware index, the last axis's first.
+        let mut cols: std::collections::VecDeque<usize> = (vec_bits..col_bits).collect();
+        let mut rows: std::collections::VecDeque<usize> = (col_bits..total_bits).collect();
+        let take = |first: &mut std::collections::VecDeque<usize>, then: &mut std::collections::VecDeque<usize>| {
+            first
+                .pop_front()
+                .or_else(|| then.pop_front())
+                .map_or(0, |b| 1usize << b)
+        };
+        let lane: Vec<usize> = (0..5).map(|_| take(&mut cols, &mut rows)).collect();
+        let warp_bits = threads.trailing_zeros() as usize - 5;
+        let warp: Vec<usize> = (0..warp_bits).map(|_| take(&mut rows, &mut cols)).collect();
+        let mut reg: Vec<usize> = (0..vec_bits).map(|i| 1 << i).collect();
+        reg.extend(cols.iter().chain(&rows).map(|b| 1usize << b));
+        LinearLayout {
+            shape: shape.to_vec(),
+            reg,
+            lane,
+            warp,
+        }
+    }
+
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -132,6 +167,23 @@ impl LinearLayout {
             .filter(|b| *b != 0)
             .collect();
         bases.len() == self.numel().trailing_zeros() as usize && rank(&bases) == bases.len()
+    }
+
+    /// The most consecutive elements (up to 8) a thread holds in consecutive registers, starting
+    /// at a multiple of their count: the widest vector a memory access in this layout can use.
+    pub fn contiguous_run(&self) -> usize {
+        let mut bits = 0;
+        while bits < 3 && self.reg.get(bits) == Some(&(1 << bits)) {
+            bits += 1;
+        }
+        loop {
+            let run = 1usize << bits;
+            let others = self.reg[bits..].iter().chain(&self.lane).chain(&self.warp);
+            if bits == 0 || others.into_iter().all(|b| b % run == 0) {
+                return run;
+            }
+            bits -= 1;
+        }
     }
 
     /// Two layouts of one shape hold the same elements in the same registers of the same threads.
@@ -399,6 +451,51 @@ mod tests {
             }
         }
         assert!(acc.broadcast_from(&LinearLayout::blocked(&[64, 1], 128, 4)).is_none());
+    }
+
+    /// The row layout covers its tile once, keeps chunks of `vec` consecutive elements in a
+    /// thread, reduces rows without shared memory whenever the rows are at least the warps, and
+    /// takes a row vector (`[C]`, its slice over the rows) back into registers.
+    #[test]
+    fn row_layouts_keep_rows_inside_warps() {
+        for (shape, threads, max_vec) in [
+            (vec![4, 1024], 128, 4),
+            (vec![8, 1024], 256, 8),
+            (vec![2, 4096], 512, 4),
+            (vec![16, 64], 128, 4),
+            (vec![4, 16], 128, 4),
+        ] {
+            let l = LinearLayout::rows(&shape, threads, max_vec);
+            let (rows, cols) = (shape[0], shape[1]);
+            assert!(l.is_bijective_on_owners(), "{l}");
+            let vec = max_vec.min(cols).min(rows * cols / threads as usize).max(1);
+            assert!(
+                (0..vec.trailing_zeros() as usize).all(|i| l.reg[i] == 1 << i),
+                "{l}: chunks of {vec}"
+            );
+            let red = l.reduce_axis(1).unwrap();
+            let warps = threads as usize / 32;
+            if rows >= warps && cols >= 32 {
+                assert!(red.warp_masks.is_empty(), "{l}: rows need no shared memory");
+            }
+            assert_eq!(
+                red.warp_masks.len(),
+                (warps / rows.min(warps)).trailing_zeros() as usize
+            );
+            // [C] and [1, C] tiles in the slice over the rows broadcast in registers.
+            let slice = l.reduce_axis(0).unwrap().out;
+            let map = l
+                .broadcast_from(&slice.with_shape(&[1, cols]))
+                .expect("row vector in registers");
+            for t in 0..threads as usize {
+                for (r, s) in map.iter().enumerate() {
+                    assert_eq!(l.apply(r, t % 32, t / 32) % cols, slice.apply(*s, t % 32, t / 32));
+                }
+            }
+            // The per-row statistics broadcast back in registers too.
+            let per_row = red.out.with_shape(&[rows, 1]);
+            assert!(l.broadcast_from(&per_row).is_some());
+        }
     }
 
     #[test]

@@ -603,7 +603,8 @@ mod tests {
         assert!(out.contains("pub r#BM : :: core :: option :: Option < i32 >"), "{out}");
         // `#[grid(..)]` gives the grid; without it the launch takes one.
         assert!(out.contains("self . kernel . grid_for (& args) ?"), "{out}");
-        let out = expand(quote!(pub mod m = "softmax.tile";), &root).to_string();
+        // `layernorm_chunked` has no `#[grid(..)]`.
+        let out = expand(quote!(pub mod m = "layernorm.tile";), &root).to_string();
         assert!(
             out.contains("grid : impl :: core :: convert :: Into < :: tile_jit :: Grid >"),
             "{out}"

@@ -81,6 +81,8 @@ impl<'c> Lowering<'c, '_> {
             let e = self.at(to_part, to.reg_part(r))?;
             out.push(self.smem_load(t.elem, 0, e)?);
         }
+        // Its reads may still run when a later block reduction writes its partials.
+        self.smem_state = super::shared::SmemState::Unknown;
         Ok(Repr::Tile(out))
     }
 

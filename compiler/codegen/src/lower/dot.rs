@@ -6,7 +6,6 @@
 use inkwell::AddressSpace;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue};
-use tile_gir::linear::LinearLayout;
 use tile_gir::mma::{Instr, MmaPlan, Swizzle, WgmmaOperand};
 use tile_lang::ir::*;
 
@@ -338,7 +337,7 @@ impl<'c> Lowering<'c, '_> {
         let lay = self.lin(v);
         let t = self.k.ty(v).clone();
         let vals = self.elems(v);
-        let run = contiguous_run(&lay).min(swz.vec);
+        let run = lay.contiguous_run().min(swz.vec);
         let phys = lay.then(&swz.map());
         let part = self.thread_part(&phys)?;
         let own = self.owns(&lay)?;
@@ -430,23 +429,6 @@ enum WgmmaA<'c> {
     Desc(IntValue<'c>),
     /// Four 32-bit fragment registers.
     Regs(Vec<BasicValueEnum<'c>>),
-}
-
-/// How many consecutive slots (1, 2, 4 or 8, from a multiple of it) hold consecutive elements
-/// starting at a multiple of that count, for every thread.
-pub(super) fn contiguous_run(l: &LinearLayout) -> usize {
-    let mut bits = 0;
-    while bits < 3 && l.reg.get(bits) == Some(&(1 << bits)) {
-        bits += 1;
-    }
-    loop {
-        let run = 1usize << bits;
-        let others = l.reg[bits..].iter().chain(&l.lane).chain(&l.warp);
-        if bits == 0 || others.into_iter().all(|b| b % run == 0) {
-            return run;
-        }
-        bits -= 1;
-    }
 }
 
 fn vector_of(t: BasicTypeEnum<'_>, n: u32) -> inkwell::types::VectorType<'_> {

@@ -8,6 +8,7 @@ use tile_lang::ir::*;
 
 use super::{GLOBAL, Lowering, R, llvm};
 use crate::CodegenError;
+use tile_gir::linear::LinearLayout;
 
 impl<'c> Lowering<'c, '_> {
     /// PTX register class and width for a memory access of this element type.
@@ -83,10 +84,39 @@ impl<'c> Lowering<'c, '_> {
         })
     }
 
+    /// The layout a load or store runs in when the GPU plan gave it one of its own (see
+    /// `GpuPlan::wanted`); `None`: the blocked layout.
+    fn access_layout(&self, op: &Op) -> Option<LinearLayout> {
+        match op.kind {
+            OpKind::Load { .. } if self.plan.layouts.contains_key(&op.results[0]) => Some(self.lin(op.results[0])),
+            OpKind::Store { .. } if self.plan.in_memory_layout(self.k, op.operands[1]) => {
+                Some(self.lin(op.operands[1]))
+            }
+            _ => None,
+        }
+    }
+
+    /// [`vector_width`](Self::vector_width) for an access in layout `lay` (`None`: blocked).
+    fn vector_width_in(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem, lay: Option<&LinearLayout>) -> usize {
+        match lay {
+            Some(l) => self.width_of_chunk(ptr, mask, e, l.contiguous_run() as u64),
+            None => self.vector_width(ptr, mask, e),
+        }
+    }
+
     /// The vector width (elements) for accesses to a tile of pointers `ptr` under `mask`: the
     /// layout's chunk when the chunk's addresses are consecutive, aligned to the whole vector, and
     /// the mask is one value over it; else 1.
     pub(super) fn vector_width(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem) -> usize {
+        let t = self.k.ty(ptr);
+        if t.is_scalar() {
+            return 1;
+        }
+        self.width_of_chunk(ptr, mask, e, self.layout(t).vec as u64)
+    }
+
+    /// The widest access within a thread's chunk of `chunk` consecutive elements.
+    fn width_of_chunk(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem, chunk: u64) -> usize {
         let t = self.k.ty(ptr);
         if t.is_scalar() || matches!(e, Elem::Scalar(DType::Bool) | Elem::Ptr { .. }) {
             return 1;
@@ -98,7 +128,7 @@ impl<'c> Lowering<'c, '_> {
             .map(|m| self.info.get(&m).copied().unwrap_or(unknown).constancy)
             .unwrap_or(u64::MAX);
         // The widest power of two within the chunk and 16 bytes that the facts allow.
-        let mut w = (self.layout(t).vec as u64).min(16 / bytes);
+        let mut w = chunk.min(16 / bytes);
         while w > 1 && !(p.contiguity >= w && p.divisibility >= w * bytes && m >= w) {
             w /= 2;
         }
@@ -127,7 +157,8 @@ impl<'c> Lowering<'c, '_> {
         } else {
             format!("b{bits}")
         };
-        let w = self.vector_width(op.operands[0], mask.then(|| op.operands[1]), e);
+        let lay = self.access_layout(op);
+        let w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[1]), e, lay.as_ref());
         let mut out = Vec::new();
         for start in (0..ptrs.len()).step_by(w) {
             let p = ptrs[start];
@@ -239,10 +270,18 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// Per-element predicate of a write: the mask (if any) and ownership (copies never write).
-    fn write_preds(&self, t: &Type, masks: Option<Vec<BasicValueEnum<'c>>>, n: usize) -> R<Vec<IntValue<'c>>> {
+    fn write_preds(
+        &self,
+        t: &Type,
+        lay: Option<&LinearLayout>,
+        masks: Option<Vec<BasicValueEnum<'c>>>,
+        n: usize,
+    ) -> R<Vec<IntValue<'c>>> {
         let own = if t.is_scalar() {
             // Every thread holds a scalar; thread 0 writes it.
             llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?
+        } else if let Some(l) = lay {
+            self.owns(l)?
         } else {
             self.owner(&self.layout(t))?
         };
@@ -260,14 +299,15 @@ impl<'c> Lowering<'c, '_> {
         let ptrs = self.elems(op.operands[0]);
         let vals = self.elems(op.operands[1]);
         let masks = mask.then(|| self.elems(op.operands[2]));
-        let preds = self.write_preds(&t, masks, ptrs.len())?;
+        let lay = self.access_layout(op);
+        let preds = self.write_preds(&t, lay.as_ref(), masks, ptrs.len())?;
         let (cls, bits) = Self::access(e);
         let ty = if bits == 8 {
             "u8".to_string()
         } else {
             format!("b{bits}")
         };
-        let w = self.vector_width(op.operands[0], mask.then(|| op.operands[2]), e);
+        let w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[2]), e, lay.as_ref());
         for start in (0..ptrs.len()).step_by(w) {
             let regs: Vec<BasicValueEnum> = (start..start + w).map(|i| self.to_reg(e, vals[i])).collect::<R<_>>()?;
             let packed = w > 1 && bits < 32;
@@ -347,7 +387,7 @@ impl<'c> Lowering<'c, '_> {
         let ptrs = self.elems(op.operands[0]);
         let vals: Vec<Vec<BasicValueEnum>> = (0..nvals).map(|j| self.elems(op.operands[1 + j])).collect();
         let masks = mask.then(|| self.elems(op.operands[1 + nvals]));
-        let preds = self.write_preds(&t, masks, ptrs.len())?;
+        let preds = self.write_preds(&t, None, masks, ptrs.len())?;
         let (cls, bits) = Self::access(e);
         let suffix = match (kind, d) {
             (Some(AtomicOp::Add), DType::F32) => "add.f32".to_string(),

@@ -266,7 +266,7 @@ impl<'c> Lowering<'c, '_> {
             let esz = Self::smem_size(t.elem);
             let w = self.vector_width(lop.operands[0], mask_v, t.elem);
             let lay = LinearLayout::blocked(&t.shape, self.threads, self.max_vec);
-            let run = super::dot::contiguous_run(&lay).min(w).min(swz.vec);
+            let run = lay.contiguous_run().min(w).min(swz.vec);
             if run as u32 * esz >= 4 {
                 let ptrs = self.elems(lop.operands[0]);
                 let masks = mask_v.map(|m| self.elems(m));

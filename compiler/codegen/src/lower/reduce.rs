@@ -94,14 +94,8 @@ impl<'c> Lowering<'c, '_> {
         let d = st.dtype().unwrap();
         let rt = self.k.ty(op.results[0]).clone();
         let bop = r.combine();
-        // A few outputs (a row per program, a handful of rows): each is a block-wide reduction —
-        // in-thread partials, a butterfly across the warp, then across warps in shared memory.
-        // Each of a thread's elements is matched against every output, so the path is kept to
-        // one output or to a small product of outputs and elements per thread.
-        const FEW: usize = 8;
         let nout = rt.numel();
-        let per_thread = self.layout(&st).per_thread();
-        if nout == 1 || (nout <= FEW && nout * per_thread <= 64) {
+        if tile_gir::estimate::block_reduction(self.k, &self.plan, op) {
             let lay = self.layout(&st);
             let vals = self.elems(src);
             let id = self.identity(r, d);
@@ -142,20 +136,7 @@ impl<'c> Lowering<'c, '_> {
             let warps = self.threads / 32;
             if warps > 1 {
                 let e = Elem::Scalar(d);
-                // Two slot arrays, used alternately by consecutive block reductions: the barrier
-                // between the previous reduction's writes and reads also orders its reads before
-                // this one's writes to the other array, so no leading barrier is needed then (nor
-                // before the kernel's first use of shared memory).
-                let slots = warps * 8 * nout as u32;
-                self.need_smem(2 * slots);
-                let (base, lead) = match self.smem_state {
-                    SmemState::Fresh => (0, false),
-                    SmemState::AfterReduction { base } => (if base == 0 { slots } else { 0 }, false),
-                    SmemState::Unknown => (0, true),
-                };
-                if lead {
-                    self.barrier()?;
-                }
+                let base = self.partials_slot()?;
                 let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
                 let warp = llvm(self.b.build_right_shift(self.tid(), self.i32c(5), false, ""))?;
                 let first = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
@@ -276,15 +257,39 @@ impl<'c> Lowering<'c, '_> {
             .collect()
     }
 
-    pub(super) fn reduce_with(&mut self, op: &Op, axis: usize) -> R<()> {
+    /// `reduce` with a combine helper, over one tile or several together: folded in the
+    /// operands' layout (`GpuPlan::linear_reduce`; the plan converts them all into the first
+    /// one's).
+    pub(super) fn reduce_with(&mut self, op: &Op, _axis: usize) -> R<()> {
         let region = op.regions[0].clone();
-        self.reduce_generic(op, axis, &mut |l, a, b| {
-            let r = l.region(&region, &[Repr::Scalar(a), Repr::Scalar(b)], &[])?;
-            Ok(match &r[0] {
-                Repr::Scalar(s) => *s,
-                Repr::Tile(t) => t[0],
-            })
-        })
+        let red = self.plan.linear_reduce(self.k, op).ok_or_else(|| {
+            crate::CodegenError::unsupported(
+                "`reduce` with a helper in a layout that mixes its axis",
+                "reduce_with",
+                op.loc,
+            )
+        })?;
+        let dtypes: Vec<DType> = op.operands.iter().map(|v| self.dtype(*v)).collect();
+        let vals: Vec<Vec<BasicValueEnum<'c>>> = op.operands.iter().map(|v| self.elems(*v)).collect();
+        let out = self.fold_in_layout(&red, &dtypes, vals, &mut |l, a, b| {
+            let args: Vec<Repr<'c>> = a.iter().chain(b).map(|x| Repr::Scalar(*x)).collect();
+            let r = l.region(&region, &args, &[])?;
+            Ok(r.iter()
+                .map(|x| match x {
+                    Repr::Scalar(s) => *s,
+                    Repr::Tile(t) => t[0],
+                })
+                .collect())
+        })?;
+        for (r, regs) in op.results.iter().zip(out) {
+            let v = if self.k.ty(*r).is_scalar() {
+                Repr::Scalar(regs[0])
+            } else {
+                Repr::Tile(regs)
+            };
+            self.set(*r, v);
+        }
+        Ok(())
     }
 
     pub(super) fn arg_reduce(&mut self, op: &Op, max: bool, axis: usize) -> R<()> {
@@ -328,49 +333,114 @@ impl<'c> Lowering<'c, '_> {
 }
 
 impl<'c> Lowering<'c, '_> {
-    /// A reduction along an axis in its operand's layout (`AxisReduce`): each thread folds its
-    /// registers of a row, lanes along the axis combine by butterfly shuffles, and warps along
-    /// it exchange partials through shared memory, combined in warp order so that every copy of
-    /// a result is the same value.
+    /// Where a reduction writes its partials for the other warps: one of two slot arrays of
+    /// [`tile_gir::estimate::reduction_slot`] bytes, the one the previous reduction did not use
+    /// when nothing else touched shared memory since (then the barrier between that reduction's
+    /// writes and reads already orders its reads before these writes); else the first, after a
+    /// barrier. The caller sets `smem_state` to `AfterReduction` at this base once it has read.
+    fn partials_slot(&mut self) -> R<u32> {
+        let slot = tile_gir::estimate::reduction_slot(self.k, &self.plan);
+        self.need_smem(2 * slot);
+        let (base, lead) = match self.smem_state {
+            SmemState::Fresh => (0, false),
+            SmemState::AfterReduction { base } => (if base == 0 { slot } else { 0 }, false),
+            SmemState::Unknown => (0, true),
+        };
+        if lead {
+            self.barrier()?;
+        }
+        Ok(base)
+    }
+
+    /// A reduction along an axis in its operand's layout (`AxisReduce`).
     fn reduce_in_layout(&mut self, op: &Op, r: ReduceOp, red: &tile_gir::linear::AxisReduce) -> R<()> {
         let src = op.operands[0];
         let d = self.k.ty(src).dtype().unwrap();
         let rd = self.k.ty(op.results[0]).dtype().unwrap();
         let bop = r.combine();
-        let vals = self.elems(src);
+        let vals = self
+            .elems(src)
+            .into_iter()
+            .map(|x| self.cast(d, rd, x, op.loc))
+            .collect::<R<Vec<_>>>()?;
+        let mut out = self.fold_in_layout(red, &[rd], vec![vals], &mut |l, a, b| {
+            Ok(vec![l.binary(bop, rd, a[0], b[0])?])
+        })?;
+        self.set(op.results[0], Repr::Tile(out.remove(0)));
+        Ok(())
+    }
+
+    /// Folds tiles held in one layout along an axis together (`AxisReduce`), `combine` taking
+    /// the accumulated values and the next ones (one per tile) and giving the combined ones:
+    /// each thread folds its registers of a row, lanes along the axis combine by butterfly
+    /// shuffles, and warps along it exchange partials through shared memory, combined in warp
+    /// order so that every copy of a result is the same value. Returns each tile's result
+    /// registers.
+    fn fold_in_layout(
+        &mut self,
+        red: &tile_gir::linear::AxisReduce,
+        dtypes: &[DType],
+        vals: Vec<Vec<BasicValueEnum<'c>>>,
+        combine: &mut dyn FnMut(&mut Self, &[BasicValueEnum<'c>], &[BasicValueEnum<'c>]) -> R<Vec<BasicValueEnum<'c>>>,
+    ) -> R<Vec<Vec<BasicValueEnum<'c>>>> {
+        let at = |r: usize| -> Vec<BasicValueEnum<'c>> { vals.iter().map(|v| v[r]).collect() };
+        // accs[o]: the values of result register o, one per tile.
         let mut accs = Vec::with_capacity(red.groups.len());
         for g in &red.groups {
-            let mut acc = self.cast(d, rd, vals[g[0]], op.loc)?;
+            let mut acc = at(g[0]);
             for i in &g[1..] {
-                let x = self.cast(d, rd, vals[*i], op.loc)?;
-                acc = self.binary(bop, rd, acc, x)?;
+                acc = combine(self, &acc, &at(*i))?;
             }
             accs.push(acc);
         }
         for acc in accs.iter_mut() {
             for m in &red.lane_masks {
-                let other = self.shuffle_xor(rd, *acc, *m)?;
-                *acc = self.binary(bop, rd, *acc, other)?;
+                let other = acc
+                    .iter()
+                    .zip(dtypes)
+                    .map(|(x, d)| self.shuffle_xor(*d, *x, *m))
+                    .collect::<R<Vec<_>>>()?;
+                *acc = combine(self, acc, &other)?;
             }
         }
         if !red.warp_masks.is_empty() {
-            let e = Elem::Scalar(rd);
+            let slot = self.partials_slot()?;
+            // Where tile j's partials start in the slot: one per thread and result register each.
             let n = accs.len() as u32;
-            self.need_smem(self.threads * n * Self::smem_size(e));
-            self.barrier()?;
-            for (o, acc) in accs.iter().enumerate() {
-                let at = llvm(
-                    self.b
-                        .build_int_add(self.tid(), self.i32c((o as u32 * self.threads) as u64), ""),
-                )?;
-                self.smem_store(e, 0, at, *acc)?;
+            let mut starts = Vec::with_capacity(dtypes.len());
+            let mut off = slot;
+            for d in dtypes {
+                starts.push(off);
+                off += self.threads * n * Self::smem_size(Elem::Scalar(*d));
             }
+            // Slot of (register o, lane, warp): o * threads + lane * warps + warp, so that the
+            // partials one thread combines (the warps along the axis) lie together and are read
+            // as vectors when every warp is along the axis. After the shuffles, lanes that differ
+            // only along the axis hold the same values: only the first of them writes, and all
+            // read its slots (one address per warp: a broadcast, no bank conflicts).
+            let warps = self.threads / 32;
+            let along: u32 = red.lane_masks.iter().fold(0, |a, m| a | m);
+            let lane = llvm(self.b.build_and(self.tid(), self.i32c((31 & !along) as u64), ""))?;
+            let warp = llvm(self.b.build_right_shift(self.tid(), self.i32c(5), false, ""))?;
+            let row = llvm(self.b.build_int_mul(lane, self.i32c(warps as u64), ""))?;
+            let mine = llvm(self.b.build_int_add(row, warp, ""))?;
+            let first = llvm(self.b.build_and(self.tid(), self.i32c(along as u64), ""))?;
+            let first = llvm(self.b.build_int_compare(IntPredicate::EQ, first, self.i32c(0), ""))?;
+            let partials = accs.clone();
+            let threads = self.threads;
+            self.when(first, |l| {
+                for (o, acc) in partials.iter().enumerate() {
+                    let at = llvm(l.b.build_int_add(mine, l.i32c((o as u32 * threads) as u64), ""))?;
+                    for (j, x) in acc.iter().enumerate() {
+                        l.smem_store(Elem::Scalar(dtypes[j]), starts[j], at, *x)?;
+                    }
+                }
+                Ok(())
+            })?;
             self.barrier()?;
             let all: u32 = red.warp_masks.iter().fold(0, |a, m| a | m);
-            let base = llvm(
-                self.b
-                    .build_and(self.tid(), self.i32c(!(all << 5) as u64 & 0xffff_ffff), ""),
-            )?;
+            let across = llvm(self.b.build_and(warp, self.i32c((!all & (warps - 1)) as u64), ""))?;
+            let base = llvm(self.b.build_int_add(row, across, ""))?;
             for (o, acc) in accs.iter_mut().enumerate() {
                 for c in 0..1u32 << red.warp_masks.len() {
                     let w: u32 = red
@@ -379,18 +449,22 @@ impl<'c> Lowering<'c, '_> {
                         .enumerate()
                         .filter(|(j, _)| c >> j & 1 == 1)
                         .fold(0, |a, (_, m)| a | m);
-                    let at = llvm(self.b.build_or(base, self.i32c((w << 5) as u64), ""))?;
+                    let at = llvm(self.b.build_or(base, self.i32c(w as u64), ""))?;
                     let at = llvm(
                         self.b
                             .build_int_add(at, self.i32c((o as u32 * self.threads) as u64), ""),
                     )?;
-                    let x = self.smem_load(e, 0, at)?;
-                    *acc = if c == 0 { x } else { self.binary(bop, rd, *acc, x)? };
+                    let x = dtypes
+                        .iter()
+                        .enumerate()
+                        .map(|(j, d)| self.smem_load(Elem::Scalar(*d), starts[j], at))
+                        .collect::<R<Vec<_>>>()?;
+                    *acc = if c == 0 { x } else { combine(self, acc, &x)? };
                 }
             }
-            self.smem_state = SmemState::Unknown;
+            self.smem_state = SmemState::AfterReduction { base: slot };
         }
-        self.set(op.results[0], Repr::Tile(accs));
-        Ok(())
+        // Per tile, its result registers.
+        Ok((0..dtypes.len()).map(|j| accs.iter().map(|a| a[j]).collect()).collect())
     }
 }

@@ -72,18 +72,29 @@ impl<'c> Lowering<'c, '_> {
 
     /// `expand_dims` and `reshape`: the same registers when the layouts agree, else through shared
     /// memory.
+    /// Whether `expand_dims`/`reshape` `op` keeps its operand's registers (else its data goes
+    /// through shared memory).
+    pub(super) fn reshape_in_registers(&self, op: &Op) -> bool {
+        let rt = self.k.ty(op.results[0]);
+        let src = op.operands[0];
+        if !rt.is_scalar() && self.lin(op.results[0]) == self.lin(src).with_shape(&rt.shape) {
+            // The GPU plan kept the flat index in the same registers.
+            return true;
+        }
+        let (a, b) = (self.layout(self.k.ty(src)), self.layout(rt));
+        (a.numel, a.vec, a.chunks) == (b.numel, b.vec, b.chunks) || rt.is_scalar() && self.k.ty(src).numel() == 1
+    }
+
     pub(super) fn reshape(&mut self, op: &Op) -> R<()> {
         let rt = self.k.ty(op.results[0]).clone();
         let src = op.operands[0];
         if !rt.is_scalar() && self.lin(op.results[0]) == self.lin(src).with_shape(&rt.shape) {
-            // The GPU plan kept the flat index in the same registers.
             let r = self.get(src);
             self.set(op.results[0], r);
             return Ok(());
         }
-        let (a, b) = (self.layout(self.k.ty(src)), self.layout(&rt));
-        let same = (a.numel, a.vec, a.chunks) == (b.numel, b.vec, b.chunks);
-        let r = if same || rt.is_scalar() && self.k.ty(src).numel() == 1 {
+        let b = self.layout(&rt);
+        let r = if self.reshape_in_registers(op) {
             match self.get(src) {
                 Repr::Tile(t) if rt.is_scalar() => Repr::Scalar(t[0]),
                 Repr::Scalar(s) if !rt.is_scalar() => Repr::Tile(vec![s; b.per_thread()]),

@@ -244,7 +244,15 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::Print(_)
             | OpKind::Assert(_)
             | OpKind::Reduce { .. } => true,
-            OpKind::Broadcast => self.k.ty(op.operands[0]).is_scalar(),
+            OpKind::Broadcast => {
+                self.k.ty(op.operands[0]).is_scalar()
+                    || self.plan.broadcast_in_registers(self.k, op).is_some()
+                    || self
+                        .plan
+                        .recompute_ops(self.k, op.operands[0], tile_gir::assign::RECOMPUTE_OPS)
+                        .is_some()
+            }
+            OpKind::ExpandDims(_) | OpKind::Reshape => self.reshape_in_registers(op),
             k => k.is_elementwise(),
         }
     }

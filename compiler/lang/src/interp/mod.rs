@@ -638,8 +638,10 @@ impl Machine<'_> {
                 );
             }
             OpKind::ReduceWith { axis } => {
-                let t = self.reduce_with_region(op, *axis, &op.regions[0])?;
-                self.set(res(0), t);
+                let ts = self.reduce_with_region(op, *axis, &op.regions[0])?;
+                for (i, t) in ts.into_iter().enumerate() {
+                    self.set(res(i), t);
+                }
             }
             OpKind::Scan { op: r, axis, reverse } => {
                 let d = self.dtype(op.operands[0]);
@@ -823,28 +825,44 @@ impl Machine<'_> {
         })
     }
 
-    fn reduce_with_region(&mut self, op: &Op, axis: usize, region: &Region) -> Result<Tile, InterpError> {
-        let x = self.get(op.operands[0]).clone();
-        let (outer, n, inner) = split_axis(&x.shape, axis);
-        let xs = x.elems();
-        let mut out = Vec::with_capacity(outer * inner);
+    /// Folds the operands' rows together, left to right, through the combine region (the
+    /// accumulated values then the next ones as its arguments); one result per operand.
+    fn reduce_with_region(&mut self, op: &Op, axis: usize, region: &Region) -> Result<Vec<Tile>, InterpError> {
+        let xs: Vec<Tile> = op.operands.iter().map(|v| self.get(*v).clone()).collect();
+        let (outer, n, inner) = split_axis(&xs[0].shape, axis);
+        let elems: Vec<&[Scalar]> = xs.iter().map(|x| x.elems()).collect();
+        let mut out = vec![Vec::with_capacity(outer * inner); xs.len()];
         for o in 0..outer {
             for i in 0..inner {
-                let mut acc = xs[o * n * inner + i];
+                let at = |k: usize| (o * n + k) * inner + i;
+                let mut acc: Vec<Scalar> = elems.iter().map(|e| e[at(0)]).collect();
                 for k in 1..n {
-                    acc = self
-                        .combine(region, acc, xs[(o * n + k) * inner + i])
-                        .map_err(|m| self.err(op, m))?;
+                    let next: Vec<Scalar> = elems.iter().map(|e| e[at(k)]).collect();
+                    acc = self.combine_all(region, &acc, &next).map_err(|m| self.err(op, m))?;
                 }
-                out.push(acc);
+                for (j, a) in acc.into_iter().enumerate() {
+                    out[j].push(a);
+                }
             }
         }
-        let mut shape = x.shape.clone();
+        let mut shape = xs[0].shape.clone();
         shape.remove(axis);
-        Ok(Tile {
-            shape,
-            data: Data::E(out),
-        })
+        Ok(out
+            .into_iter()
+            .map(|data| Tile {
+                shape: shape.clone(),
+                data: Data::E(data),
+            })
+            .collect())
+    }
+
+    /// The combine region on several accumulated values and the next ones.
+    fn combine_all(&mut self, region: &Region, acc: &[Scalar], next: &[Scalar]) -> Result<Vec<Scalar>, String> {
+        for (a, x) in region.args.iter().zip(acc.iter().chain(next)) {
+            self.set(*a, Tile::scalar(*x));
+        }
+        let out = self.region(region).map_err(|e| e.to_string())?;
+        Ok(out.iter().map(|t| t.elems()[0]).collect())
     }
 
     fn scan(

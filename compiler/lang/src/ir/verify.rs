@@ -138,11 +138,15 @@ impl V<'_> {
                 v
             }
             OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => {
-                let s = Type {
-                    elem: ot[0].elem,
-                    shape: vec![],
-                };
-                vec![s.clone(), s]
+                // The accumulated values, then the next ones: two scalars per operand.
+                let s: Vec<Type> = ot
+                    .iter()
+                    .map(|t| Type {
+                        elem: t.elem,
+                        shape: vec![],
+                    })
+                    .collect();
+                s.iter().chain(&s).cloned().collect()
             }
             _ => vec![],
         }
@@ -150,10 +154,13 @@ impl V<'_> {
 
     fn region_yields(&self, op: &Op, ot: &[&Type], rt: &[Type]) -> Vec<Type> {
         match &op.kind {
-            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => vec![Type {
-                elem: ot[0].elem,
-                shape: vec![],
-            }],
+            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => ot
+                .iter()
+                .map(|t| Type {
+                    elem: t.elem,
+                    shape: vec![],
+                })
+                .collect(),
             _ => rt.to_vec(),
         }
     }
@@ -434,15 +441,26 @@ impl V<'_> {
                 same(&rt[0], &Type::tile(DType::I32, s))?;
             }
             ReduceWith { axis } => {
-                n_in(1)?;
-                n_out(1)?;
+                // Several tiles of one shape reduce together, one result each.
+                if ot.is_empty() || rt.len() != ot.len() {
+                    return Err(format!(
+                        "expected as many results as operands (at least one), got {} and {}",
+                        rt.len(),
+                        ot.len()
+                    ));
+                }
                 regions(1)?;
                 let mut s = ot[0].shape.clone();
                 if *axis >= s.len() {
                     return Err("axis out of range".into());
                 }
                 s.remove(*axis);
-                same(&rt[0], &ot[0].with_shape(s))?;
+                for (o, r) in ot.iter().zip(rt) {
+                    if o.shape != ot[0].shape {
+                        return Err("the tiles reduced together have different shapes".into());
+                    }
+                    same(r, &o.with_shape(s.clone()))?;
+                }
             }
             Scan { axis, .. } | ScanWith { axis, .. } => {
                 n_in(1)?;

@@ -42,6 +42,8 @@ struct Regs<'a> {
     index: HashSet<ValueId>,
     /// Scalars broadcast to a tile: every element is the one register of the scalar.
     splats: HashSet<ValueId>,
+    /// Broadcasts in registers, by the number of distinct source registers they repeat.
+    repeats: HashMap<ValueId, usize>,
     /// Loads a pipelined loop copies into shared memory with cp.async: never in registers.
     staged: HashSet<ValueId>,
     /// Pointer tiles used only to address such copies (and advanced for the next iteration):
@@ -59,10 +61,18 @@ impl Regs<'_> {
         if self.splats.contains(&v) {
             return words(t.elem);
         }
+        if let Some(n) = self.repeats.get(&v) {
+            return n * words(t.elem);
+        }
         if self.staged.contains(&v) {
             return 0;
         }
-        let elems = estimate::elems_per_thread(&t.shape, self.threads, self.max_vec);
+        // A tile the plan gave a layout of its own holds what that layout gives a thread (a row
+        // vector in a row layout has copies in every warp).
+        let elems = match self.plan.layouts.get(&v) {
+            Some(l) => l.regs(),
+            None => estimate::elems_per_thread(&t.shape, self.threads, self.max_vec),
+        };
         // Index tiles are recomputed per vector access (broadcasts of them are computed in
         // registers at each index, see `GpuPlan::recompute_ops`).
         let held = if self.index.contains(&v) || self.copy_ptrs.contains(&v) {
@@ -230,10 +240,18 @@ fn copy_pointers(k: &Kernel, staged: &HashSet<ValueId>) -> HashSet<ValueId> {
 /// Estimated 32-bit registers per thread for `k` in blocks of `threads` threads.
 pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
     let threads = plan.threads;
-    let (mut consts, mut splats) = (HashSet::new(), HashSet::new());
+    let (mut consts, mut splats, mut repeats) = (HashSet::new(), HashSet::new(), HashMap::new());
     k.walk(&mut |op| match op.kind {
         OpKind::Const(_) => consts.extend(op.results.iter().copied()),
         OpKind::Broadcast if k.ty(op.operands[0]).shape.is_empty() => splats.extend(op.results.iter().copied()),
+        // A broadcast in registers repeats its source's registers (a per-row statistic over
+        // the row): it holds only the distinct ones.
+        OpKind::Broadcast => {
+            if let Some(map) = plan.broadcast_in_registers(k, op) {
+                let distinct: HashSet<usize> = map.into_iter().collect();
+                repeats.insert(op.results[0], distinct.len());
+            }
+        }
         _ => {}
     });
     // Tiles a pipeline copies to shared memory (by cp.async or the TMA engine) never live in
@@ -252,6 +270,7 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         consts,
         index: index_tiles(k),
         splats,
+        repeats,
         staged,
         copy_ptrs,
         plan,

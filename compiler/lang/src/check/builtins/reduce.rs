@@ -57,18 +57,48 @@ pub(super) fn arg_reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) ->
     Ok(Val::V(cx.keep_dims(r, axis, keep, span)?))
 }
 
-/// `reduce(x, axis, combine)`: a reduction with a helper function as the combiner.
+/// `reduce(x, axis, combine)`: a reduction with a helper function as the combiner. `x` may be a
+/// tuple of tiles of one shape, reduced together (`fn combine(a0, a1, b0, b1)` returning a pair
+/// for two): several statistics in one pass, such as Welford's mean and variance.
 pub(super) fn reduce_with(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
     let (xv, xs) = a.req(0);
-    let mut x = cx.number_arg((xv, xs), "the reduced value")?;
+    let (tuple, items) = match xv {
+        Val::Tuple(items) if !items.is_empty() => (true, items),
+        Val::Tuple(_) => {
+            return cx.fail(Diagnostic::error(xs, "`reduce` needs at least one tile").label("this tuple is empty"));
+        }
+        v => (false, vec![v]),
+    };
+    let mut xs_ids = Vec::with_capacity(items.len());
+    for v in items {
+        xs_ids.push(cx.number_arg((v, xs), "the reduced values")?);
+    }
+    let shape0 = cx.ty(xs_ids[0]).shape.clone();
+    if let Some(other) = xs_ids.iter().find(|x| cx.ty(**x).shape != shape0) {
+        let (t0, t1) = (cx.ty(xs_ids[0]).clone(), cx.ty(*other).clone());
+        return cx.fail(
+            Diagnostic::error(xs, "the tiles reduced together must have one shape")
+                .label(format!("this holds {t0} and {t1}"))
+                .help("broadcast them to one shape first"),
+        );
+    }
     let f = cx.combine_fn(a.req(2))?;
-    let (axis, keep) = cx.reduce_axis(&mut x, a.get(1), a.get(3), xs)?;
-    let region = cx.combine_region(f, cx.ty(x).elem, span)?;
-    let mut shape = cx.ty(x).shape.clone();
+    let mut axis_keep = None;
+    for x in xs_ids.iter_mut() {
+        axis_keep = Some(cx.reduce_axis(x, a.get(1), a.get(3), xs)?);
+    }
+    let (axis, keep) = axis_keep.expect("at least one tile");
+    let elems: Vec<Elem> = xs_ids.iter().map(|x| cx.ty(*x).elem).collect();
+    let region = cx.combine_region(f, &elems, span)?;
+    let mut shape = cx.ty(xs_ids[0]).shape.clone();
     shape.remove(axis);
-    let t = cx.ty(x).with_shape(shape);
-    let r = cx.emit(OpKind::ReduceWith { axis }, vec![x], vec![t], vec![region], span)?[0];
-    Ok(Val::V(cx.keep_dims(r, axis, keep, span)?))
+    let types: Vec<Type> = xs_ids.iter().map(|x| cx.ty(*x).with_shape(shape.clone())).collect();
+    let rs = cx.emit(OpKind::ReduceWith { axis }, xs_ids, types, vec![region], span)?;
+    let mut out = Vec::with_capacity(rs.len());
+    for r in rs {
+        out.push(Val::V(cx.keep_dims(r, axis, keep, span)?));
+    }
+    Ok(if tuple { Val::Tuple(out) } else { out.pop().unwrap() })
 }
 
 /// `cumsum`, `cumprod`, and `scan(x, axis, combine)` with a helper function as the combiner.
@@ -87,7 +117,7 @@ pub(super) fn scan(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
     let reverse = cx.bool_arg(a.get(reverse_idx), false)?;
     if name == "scan" {
         let f = cx.combine_fn(a.req(2))?;
-        let region = cx.combine_region(f, cx.ty(x).elem, span)?;
+        let region = cx.combine_region(f, &[cx.ty(x).elem], span)?;
         let t = cx.ty(x).clone();
         return Ok(Val::V(
             cx.emit(OpKind::ScanWith { axis, reverse }, vec![x], vec![t], vec![region], span)?[0],
@@ -176,29 +206,56 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// Builds the combine region: two scalar arguments of `elem`, yielding one.
-    fn combine_region(&mut self, f: &'a ast::FnDef, elem: Elem, span: Span) -> R<Region> {
-        let scalar = Type { elem, shape: vec![] };
-        let x = self.new_value(scalar.clone());
-        let y = self.new_value(scalar.clone());
+    /// Builds the combine region for values of `elems` (one per tile reduced together): the
+    /// accumulated values then the next ones as scalar arguments (`a0, a1, .., b0, b1, ..`),
+    /// yielding the combined values (a tuple when there are several).
+    fn combine_region(&mut self, f: &'a ast::FnDef, elems: &[Elem], span: Span) -> R<Region> {
+        let scalars: Vec<Type> = elems
+            .iter()
+            .map(|e| Type {
+                elem: *e,
+                shape: vec![],
+            })
+            .collect();
+        let args: Vec<ValueId> = scalars
+            .iter()
+            .chain(&scalars)
+            .map(|t| self.new_value(t.clone()))
+            .collect();
         self.regions.push(Vec::new());
-        let r = self
-            .inline_call(f, vec![(None, Val::V(x), span), (None, Val::V(y), span)], span)
-            .and_then(|r| {
-                self.coerce_to(
-                    r,
-                    &scalar,
-                    f.body.tail.as_ref().map_or(f.span, |t| t.span),
-                    &f.name.name,
-                    "the result of",
+        let at = f.body.tail.as_ref().map_or(f.span, |t| t.span);
+        let call: Vec<_> = args.iter().map(|a| (None, Val::V(*a), span)).collect();
+        let r = self.inline_call(f, call, span).and_then(|r| match (r, scalars.len()) {
+            (r, 1) => Ok(vec![self.coerce_to(
+                r,
+                &scalars[0],
+                at,
+                &f.name.name,
+                "the result of",
+            )?]),
+            (Val::Tuple(items), n) if items.len() == n => items
+                .into_iter()
+                .zip(&scalars)
+                .map(|(v, t)| self.coerce_to(v, t, at, &f.name.name, "the result of"))
+                .collect(),
+            (other, n) => {
+                let l = self.describe(&other);
+                self.fail(
+                    Diagnostic::error(at, format!("`{}` must return a tuple of {n} values", f.name.name))
+                        .label(l)
+                        .help(format!(
+                            "one combined value per tile reduced together, e.g. `({})`",
+                            (0..n).map(|i| format!("x{i}")).collect::<Vec<_>>().join(", ")
+                        )),
                 )
-            });
+            }
+        });
         let r = match r {
-            Ok(r) => self.emit(OpKind::Yield, vec![r], vec![], vec![], span).map(|_| ()),
+            Ok(r) => self.emit(OpKind::Yield, r, vec![], vec![], span).map(|_| ()),
             Err(e) => Err(e),
         };
         let ops = self.regions.pop().unwrap();
         r?;
-        Ok(Region { args: vec![x, y], ops })
+        Ok(Region { args, ops })
     }
 }
