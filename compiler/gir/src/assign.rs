@@ -156,10 +156,16 @@ impl GpuPlan {
         }
         // Forward propagation to a fixed point; a value only ever leaves the blocked layout, so
         // this ends.
-        loop {
+        // Reductions fold in their operand's layout as it is at the end, which a later pass
+        // may still change (a tile made of indices takes its user's layout, a loop-carried
+        // value its next value's): their results are set again after each pass, and their
+        // users convert from whatever they hold. Every other value only ever leaves the blocked
+        // layout, so this ends; the cap is a guard.
+        for _ in 0..64 {
             let before = p.layouts.len();
             p.propagate(k, &k.body);
-            if p.layouts.len() == before {
+            let moved = p.settle_reductions(k);
+            if p.layouts.len() == before && !moved {
                 break;
             }
         }
@@ -293,6 +299,31 @@ impl GpuPlan {
         }
     }
 
+    /// Sets each reduction's result to the layout its lowering produces from its operand's
+    /// current layout (`linear_reduce`; without one, the blocked layout); says whether any moved.
+    fn settle_reductions(&mut self, k: &Kernel) -> bool {
+        let mut fixes = Vec::new();
+        k.walk(&mut |op| {
+            if matches!(op.kind, OpKind::Reduce { .. } | OpKind::ReduceWith { .. }) {
+                let out = self.linear_reduce(k, op).map(|r| r.out);
+                for r in &op.results {
+                    let want = out.clone().filter(|_| !k.ty(*r).is_scalar());
+                    if self.layouts.get(r) != want.as_ref() {
+                        fixes.push((*r, want));
+                    }
+                }
+            }
+        });
+        let moved = !fixes.is_empty();
+        for (r, l) in fixes {
+            match l {
+                Some(l) => self.layouts.insert(r, l),
+                None => self.layouts.remove(&r),
+            };
+        }
+        moved
+    }
+
     /// Whether tile `v` has a layout of its own whose chunks of consecutive elements are as
     /// wide as the blocked layout's: memory is then accessed in it, with the same vectors.
     pub fn in_memory_layout(&self, k: &Kernel, v: ValueId) -> bool {
@@ -347,6 +378,13 @@ impl GpuPlan {
             }
             for v in vals {
                 if let Some(l) = seed(&k.ty(v).shape) {
+                    // A load runs in its result's layout: only one that keeps the blocked
+                    // layout's vectors (a column vector may not; it is then loaded blocked and
+                    // converted where used).
+                    let blocked = LinearLayout::blocked(&k.ty(v).shape, self.threads, self.max_vec);
+                    if matches!(op.kind, OpKind::Load { .. }) && l.contiguous_run() < blocked.contiguous_run() {
+                        continue;
+                    }
                     seeds.push((v, l));
                 }
             }
@@ -369,6 +407,7 @@ impl GpuPlan {
     /// shared memory), if it does.
     pub fn linear_reduce(&self, k: &Kernel, op: &Op) -> Option<AxisReduce> {
         match op.kind {
+            // 1-D tiles take the block reduction (converted to the blocked layout first).
             OpKind::Reduce { axis, .. } if k.ty(op.operands[0]).shape.len() >= 2 => {
                 self.layout(k, op.operands[0]).reduce_axis(axis)
             }
@@ -617,15 +656,15 @@ impl GpuPlan {
     }
 }
 
-/// The row layout for a kernel that reduces a tile along its last axis across warps (in the
+/// The row layout for a kernel that reduces a 2-D tile along its rows across warps (in the
 /// blocked layout, where a `[ROWS, BLOCK]` tile spreads each row over every warp) when fewer
 /// warps would take part with the warps on the rows ([`LinearLayout::rows`]): several rows per
 /// program then reduce by register folds and shuffles, without shared memory or barriers. The
 /// largest such tile decides; `None` when no reduction gains.
 fn row_layout(k: &Kernel, threads: u32, max_vec: usize) -> Option<LinearLayout> {
     let mut best: Option<LinearLayout> = None;
-    // Shapes that other folds along an axis (argmax, `reduce` with a helper, scans) read: those
-    // run in the blocked layout, so their tiles are left in it.
+    // Shapes that other folds along an axis (argmax, scans) read: those run in the blocked
+    // layout, so their tiles are left in it.
     let mut others = HashSet::new();
     k.walk(&mut |op| {
         if let OpKind::ArgReduce { .. } | OpKind::Scan { .. } | OpKind::ScanWith { .. } = op.kind {
@@ -637,7 +676,7 @@ fn row_layout(k: &Kernel, threads: u32, max_vec: usize) -> Option<LinearLayout> 
             return;
         };
         let shape = &k.ty(op.operands[0]).shape;
-        if shape.len() < 2 || axis + 1 != shape.len() || others.contains(shape) {
+        if shape.len() != 2 || axis != 1 || others.contains(shape) {
             return;
         }
         let crossing = |l: &LinearLayout| l.reduce_axis(axis).map_or(usize::MAX, |r| r.warp_masks.len());

@@ -10,11 +10,10 @@ use super::{Lowering, R, Repr, llvm};
 use crate::CodegenError;
 
 impl<'c> Lowering<'c, '_> {
-    /// Applies `f` element by element over operands of one shape.
-    fn map(&mut self, op: &Op, f: &dyn Fn(&Self, &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>>) -> R<()> {
-        let ins: Vec<Vec<BasicValueEnum<'c>>> = op.operands.iter().map(|v| self.elems(*v)).collect();
-        let n = ins[0].len();
-        // The operands of an elementwise op on tiles hold one element per slot of one layout.
+    /// The elements per thread of an op's tile operands, which must hold one element per slot
+    /// of one layout (else an error naming the operand: a plan and its lowering disagree).
+    pub(super) fn same_lengths(&self, op: &Op, ins: &[Vec<BasicValueEnum<'c>>]) -> R<usize> {
+        let n = ins.first().map_or(0, |x| x.len());
         if let Some((i, x)) = ins.iter().enumerate().find(|(_, x)| x.len() != n) {
             return Err(CodegenError::unsupported(
                 format!(
@@ -26,6 +25,13 @@ impl<'c> Lowering<'c, '_> {
                 op.loc,
             ));
         }
+        Ok(n)
+    }
+
+    /// Applies `f` element by element over operands of one shape.
+    fn map(&mut self, op: &Op, f: &dyn Fn(&Self, &[BasicValueEnum<'c>]) -> R<BasicValueEnum<'c>>) -> R<()> {
+        let ins: Vec<Vec<BasicValueEnum<'c>>> = op.operands.iter().map(|v| self.elems(*v)).collect();
+        let n = self.same_lengths(op, &ins)?;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let args: Vec<_> = ins.iter().map(|x| x[i]).collect();

@@ -146,6 +146,13 @@ impl<'c> Lowering<'c, '_> {
         let ptrs = self.elems(op.operands[0]);
         let masks = mask.then(|| self.elems(op.operands[1]));
         let others = other.then(|| self.elems(op.operands[1 + mask as usize]));
+        if !self.k.ty(op.results[0]).is_scalar() {
+            let all: Vec<Vec<BasicValueEnum<'c>>> = std::iter::once(ptrs.clone())
+                .chain(masks.clone())
+                .chain(others.clone())
+                .collect();
+            self.same_lengths(op, &all)?;
+        }
         let (cls, bits) = Self::access(e);
         let ty = if bits == 8 {
             "u8".to_string()
@@ -299,6 +306,11 @@ impl<'c> Lowering<'c, '_> {
         let ptrs = self.elems(op.operands[0]);
         let vals = self.elems(op.operands[1]);
         let masks = mask.then(|| self.elems(op.operands[2]));
+        if !t.is_scalar() {
+            let all: Vec<Vec<BasicValueEnum<'c>>> =
+                [ptrs.clone(), vals.clone()].into_iter().chain(masks.clone()).collect();
+            self.same_lengths(op, &all)?;
+        }
         let lay = self.access_layout(op);
         let preds = self.write_preds(&t, lay.as_ref(), masks, ptrs.len())?;
         let (cls, bits) = Self::access(e);

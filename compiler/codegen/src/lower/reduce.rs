@@ -271,7 +271,7 @@ impl<'c> Lowering<'c, '_> {
         })?;
         let dtypes: Vec<DType> = op.operands.iter().map(|v| self.dtype(*v)).collect();
         let vals: Vec<Vec<BasicValueEnum<'c>>> = op.operands.iter().map(|v| self.elems(*v)).collect();
-        let out = self.fold_in_layout(&red, &dtypes, vals, &mut |l, a, b| {
+        let out = self.fold_in_layout(&red, &dtypes, vals, true, &mut |l, a, b| {
             let args: Vec<Repr<'c>> = a.iter().chain(b).map(|x| Repr::Scalar(*x)).collect();
             let r = l.region(&region, &args, &[])?;
             Ok(r.iter()
@@ -363,10 +363,16 @@ impl<'c> Lowering<'c, '_> {
             .into_iter()
             .map(|x| self.cast(d, rd, x, op.loc))
             .collect::<R<Vec<_>>>()?;
-        let mut out = self.fold_in_layout(red, &[rd], vec![vals], &mut |l, a, b| {
+        let mut out = self.fold_in_layout(red, &[rd], vec![vals], false, &mut |l, a, b| {
             Ok(vec![l.binary(bop, rd, a[0], b[0])?])
         })?;
-        self.set(op.results[0], Repr::Tile(out.remove(0)));
+        let regs = out.remove(0);
+        let v = if self.k.ty(op.results[0]).is_scalar() {
+            Repr::Scalar(regs[0])
+        } else {
+            Repr::Tile(regs)
+        };
+        self.set(op.results[0], v);
         Ok(())
     }
 
@@ -374,13 +380,16 @@ impl<'c> Lowering<'c, '_> {
     /// the accumulated values and the next ones (one per tile) and giving the combined ones:
     /// each thread folds its registers of a row, lanes along the axis combine by butterfly
     /// shuffles, and warps along it exchange partials through shared memory, combined in warp
-    /// order so that every copy of a result is the same value. Returns each tile's result
+    /// order so that every copy of a result is the same value. With `ordered` (a helper that
+    /// need not give the same bits both ways round), the two lanes of a shuffle both combine the
+    /// lower lane's values first, so that they keep agreeing. Returns each tile's result
     /// registers.
     fn fold_in_layout(
         &mut self,
         red: &tile_gir::linear::AxisReduce,
         dtypes: &[DType],
         vals: Vec<Vec<BasicValueEnum<'c>>>,
+        ordered: bool,
         combine: &mut dyn FnMut(&mut Self, &[BasicValueEnum<'c>], &[BasicValueEnum<'c>]) -> R<Vec<BasicValueEnum<'c>>>,
     ) -> R<Vec<Vec<BasicValueEnum<'c>>>> {
         let at = |r: usize| -> Vec<BasicValueEnum<'c>> { vals.iter().map(|v| v[r]).collect() };
@@ -400,7 +409,22 @@ impl<'c> Lowering<'c, '_> {
                     .zip(dtypes)
                     .map(|(x, d)| self.shuffle_xor(*d, *x, *m))
                     .collect::<R<Vec<_>>>()?;
-                *acc = combine(self, acc, &other)?;
+                *acc = if ordered {
+                    // The upper lane of the pair (its bit `m` set) combines (other, own).
+                    let bit = llvm(self.b.build_and(self.tid(), self.i32c(*m as u64), ""))?;
+                    let upper = llvm(self.b.build_int_compare(IntPredicate::NE, bit, self.i32c(0), ""))?;
+                    let pick =
+                        |l: &Self, a: &[BasicValueEnum<'c>], b: &[BasicValueEnum<'c>]| -> R<Vec<BasicValueEnum<'c>>> {
+                            a.iter()
+                                .zip(b)
+                                .map(|(x, y)| llvm(l.b.build_select(upper, *y, *x, "")))
+                                .collect()
+                        };
+                    let (lo, hi) = (pick(self, acc, &other)?, pick(self, &other, acc)?);
+                    combine(self, &lo, &hi)?
+                } else {
+                    combine(self, acc, &other)?
+                };
             }
         }
         if !red.warp_masks.is_empty() {

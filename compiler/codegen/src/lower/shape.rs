@@ -77,6 +77,11 @@ impl<'c> Lowering<'c, '_> {
     pub(super) fn reshape_in_registers(&self, op: &Op) -> bool {
         let rt = self.k.ty(op.results[0]);
         let src = op.operands[0];
+        if !rt.is_scalar() && self.plan.layouts.contains_key(&op.results[0]) {
+            // The plan gave the result a layout: the operand is converted to the same layout on
+            // its shape first (`GpuPlan::wanted`), so the flat index stays in the same registers.
+            return true;
+        }
         if !rt.is_scalar() && self.lin(op.results[0]) == self.lin(src).with_shape(&rt.shape) {
             // The GPU plan kept the flat index in the same registers.
             return true;
@@ -88,7 +93,10 @@ impl<'c> Lowering<'c, '_> {
     pub(super) fn reshape(&mut self, op: &Op) -> R<()> {
         let rt = self.k.ty(op.results[0]).clone();
         let src = op.operands[0];
-        if !rt.is_scalar() && self.lin(op.results[0]) == self.lin(src).with_shape(&rt.shape) {
+        if !rt.is_scalar()
+            && (self.plan.layouts.contains_key(&op.results[0])
+                || self.lin(op.results[0]) == self.lin(src).with_shape(&rt.shape))
+        {
             let r = self.get(src);
             self.set(op.results[0], r);
             return Ok(());

@@ -243,7 +243,8 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::MaxContiguous(_)
             | OpKind::Print(_)
             | OpKind::Assert(_)
-            | OpKind::Reduce { .. } => true,
+            | OpKind::Reduce { .. }
+            | OpKind::ReduceWith { .. } => true,
             OpKind::Broadcast => {
                 self.k.ty(op.operands[0]).is_scalar()
                     || self.plan.broadcast_in_registers(self.k, op).is_some()

@@ -479,12 +479,14 @@ impl CostWalk<'_> {
             | OpKind::ArgReduce { .. }
             | OpKind::Scan { .. }
             | OpKind::ScanWith { .. } => {
-                let src = op.operands[0];
-                if !k.ty(src).is_scalar() {
-                    // Staged through shared memory: written once, read once (an upper bound
-                    // for the moves the lowering keeps in registers).
-                    self.work.smem_bytes += 2.0 * numel(src) * bytes(src) * m;
-                    self.work.insts += self.thread_elems(src) * m;
+                // Every tile a reduction folds together (one, except for tuple reductions).
+                for &src in &op.operands {
+                    if !k.ty(src).is_scalar() {
+                        // Staged through shared memory: written once, read once (an upper bound
+                        // for the moves the lowering keeps in registers).
+                        self.work.smem_bytes += 2.0 * numel(src) * bytes(src) * m;
+                        self.work.insts += self.thread_elems(src) * m;
+                    }
                 }
             }
             OpKind::Unary(_)
