@@ -154,13 +154,11 @@ impl GpuPlan {
                 p.seed_rows(k, &l);
             }
         }
-        // Forward propagation to a fixed point; a value only ever leaves the blocked layout, so
-        // this ends.
-        // Reductions fold in their operand's layout as it is at the end, which a later pass
-        // may still change (a tile made of indices takes its user's layout, a loop-carried
-        // value its next value's): their results are set again after each pass, and their
-        // users convert from whatever they hold. Every other value only ever leaves the blocked
-        // layout, so this ends; the cap is a guard.
+        // Forward propagation to a fixed point. Reductions fold in their operand's layout as it
+        // is at the end, which a later pass may still change (a tile made of indices takes its
+        // user's layout, a loop-carried value its next value's): their results are set again
+        // after each pass, and their users convert from whatever they hold. Every other value
+        // only ever leaves the blocked layout, so this ends; the cap is a guard.
         for _ in 0..64 {
             let before = p.layouts.len();
             p.propagate(k, &k.body);
@@ -288,8 +286,9 @@ impl GpuPlan {
             OpKind::Broadcast if self.broadcast_in_registers(k, op).is_some() => None,
             OpKind::Dot(_) if i < 2 && self.mma(op.results[0]).is_some() => None,
             OpKind::Dot(_) if i == 2 => Some(self.layout(k, op.results[0])),
-            // Loads and stores run in the layout of what they read or write when it keeps whole
-            // vectors in a thread (the row layouts); others go through the blocked layout.
+            // A load runs in its result's layout when the plan gave it one (seeded only where
+            // it keeps the blocked layout's vectors); a store in its value's when that keeps
+            // them; others go through the blocked layout.
             OpKind::Load { .. } if self.layouts.contains_key(&op.results[0]) => Some(self.layout(k, op.results[0])),
             OpKind::Store { .. } if self.in_memory_layout(k, op.operands[1]) => Some(self.layout(k, op.operands[1])),
             k_ if elementwise(k_) || passthrough(k_) => Some(self.layout(k, op.results[0])),
@@ -539,6 +538,14 @@ impl GpuPlan {
     pub fn render(&self, k: &Kernel) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "gir {} ({} warps)", k.name, self.threads / 32);
+        if let Some(l) = &self.rows {
+            let shape: Vec<String> = l.shape.iter().map(|d| d.to_string()).collect();
+            let _ = writeln!(
+                s,
+                "  rows: [{}] tiles with the warps on their rows, {l}",
+                shape.join(", ")
+            );
+        }
         let mut dots: Vec<_> = self.dots.iter().collect();
         dots.sort_by_key(|(v, _)| v.0);
         for (v, d) in dots {
