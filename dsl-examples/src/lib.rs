@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use tile_lang::spec::{RefCase, Reference};
+use tile_lang::spec::{RefCase, RefError, Reference};
 
 /// Every reference, by the name a run spec's `reference(..)` uses.
 pub const REFERENCES: &[(&str, Reference)] = &[
@@ -30,15 +30,15 @@ fn out(name: &str, v: Vec<f64>) -> BTreeMap<String, Vec<f64>> {
 }
 
 /// `out[i] = x[i] + y[i]`
-pub fn vector_add(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (x, y) = (c.buffer("x"), c.buffer("y"));
-    out("out", x.iter().zip(y).map(|(a, b)| a + b).collect())
+pub fn vector_add(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (x, y) = (c.buffer("x")?, c.buffer("y")?);
+    Ok(out("out", x.iter().zip(y).map(|(a, b)| a + b).collect()))
 }
 
 /// Row softmax of `inp` [rows, cols] (max-subtracted, so exp never overflows).
-pub fn softmax(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (rows, cols) = (c.size("rows"), c.size("cols"));
-    let x = c.buffer("inp");
+pub fn softmax(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (rows, cols) = (c.size("rows")?, c.size("cols")?);
+    let x = c.buffer_of("inp", rows * cols)?;
     let mut y = vec![0.0; rows * cols];
     for r in 0..rows {
         let row = &x[r * cols..(r + 1) * cols];
@@ -49,13 +49,18 @@ pub fn softmax(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
             y[r * cols + j] = v / s;
         }
     }
-    out("out", y)
+    Ok(out("out", y))
 }
 
 /// LayerNorm over the last axis of `x` [rows, n]: `y`, and the per-row `mean` and `rstd`.
-pub fn layernorm(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (rows, n) = (c.size("rows"), c.size("n"));
-    let (x, w, b, eps) = (c.buffer("x"), c.buffer("w"), c.buffer("b"), c.scalar("eps"));
+pub fn layernorm(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (rows, n) = (c.size("rows")?, c.size("n")?);
+    let (x, w, b, eps) = (
+        c.buffer_of("x", rows * n)?,
+        c.buffer_of("w", n)?,
+        c.buffer_of("b", n)?,
+        c.scalar("eps")?,
+    );
     let (mut y, mut mean, mut rstd) = (vec![0.0; rows * n], vec![0.0; rows], vec![0.0; rows]);
     for r in 0..rows {
         let row = &x[r * n..(r + 1) * n];
@@ -67,17 +72,17 @@ pub fn layernorm(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
         }
         (mean[r], rstd[r]) = (mu, rs);
     }
-    BTreeMap::from([
+    Ok(BTreeMap::from([
         ("y".to_string(), y),
         ("mean".to_string(), mean),
         ("rstd".to_string(), rstd),
-    ])
+    ]))
 }
 
 /// RMSNorm over the last axis of `x` [rows, n], scaled by `w`.
-pub fn rmsnorm(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (rows, n) = (c.size("rows"), c.size("n"));
-    let (x, w, eps) = (c.buffer("x"), c.buffer("w"), c.scalar("eps"));
+pub fn rmsnorm(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (rows, n) = (c.size("rows")?, c.size("n")?);
+    let (x, w, eps) = (c.buffer_of("x", rows * n)?, c.buffer_of("w", n)?, c.scalar("eps")?);
     let mut y = vec![0.0; rows * n];
     for r in 0..rows {
         let row = &x[r * n..(r + 1) * n];
@@ -86,13 +91,13 @@ pub fn rmsnorm(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
             y[r * n + j] = row[j] * rs * w[j];
         }
     }
-    out("y", y)
+    Ok(out("y", y))
 }
 
 /// `c = a @ b` for row-major `a` [M, K] and `b` [K, N].
-pub fn matmul(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (m, n, k) = (c.size("M"), c.size("N"), c.size("K"));
-    let (a, b) = (c.buffer("a"), c.buffer("b"));
+pub fn matmul(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (m, n, k) = (c.size("M")?, c.size("N")?, c.size("K")?);
+    let (a, b) = (c.buffer_of("a", m * k)?, c.buffer_of("b", k * n)?);
     let mut y = vec![0.0; m * n];
     for i in 0..m {
         for p in 0..k {
@@ -102,17 +107,18 @@ pub fn matmul(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
             }
         }
     }
-    out("c", y)
+    Ok(out("c", y))
 }
 
 /// Attention per (batch, head): `o = softmax(scale * q k^T) v` over `[bh, seq, D]` buffers,
 /// keys after the query masked out when `CAUSAL`.
-pub fn attention(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (bh, seq) = (c.size("bh"), c.size("seq"));
-    let d = c.const_int("D") as usize;
-    let causal = c.const_bool("CAUSAL");
-    let scale = c.scalar("scale");
-    let (q, k, v) = (c.buffer("q"), c.buffer("k"), c.buffer("v"));
+pub fn attention(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (bh, seq) = (c.size("bh")?, c.size("seq")?);
+    let d = c.const_int("D")? as usize;
+    let causal = c.const_bool("CAUSAL")?;
+    let scale = c.scalar("scale")?;
+    let len = bh * seq * d;
+    let (q, k, v) = (c.buffer_of("q", len)?, c.buffer_of("k", len)?, c.buffer_of("v", len)?);
     let mut o = vec![0.0; bh * seq * d];
     for h in 0..bh {
         let at = |buf: &[f64], row: usize, col: usize| buf[(h * seq + row) * d + col];
@@ -129,13 +135,13 @@ pub fn attention(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
             }
         }
     }
-    out("o", o)
+    Ok(out("o", o))
 }
 
 /// Per row of `x` [rows, cols]: the sum, the max and the index of the first maximum.
-pub fn row_reduce(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (rows, cols) = (c.size("rows"), c.size("cols"));
-    let x = c.buffer("x");
+pub fn row_reduce(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (rows, cols) = (c.size("rows")?, c.size("cols")?);
+    let x = c.buffer_of("x", rows * cols)?;
     let (mut sum, mut max, mut argmax) = (vec![0.0; rows], vec![0.0; rows], vec![0.0; rows]);
     for r in 0..rows {
         let row = &x[r * cols..(r + 1) * cols];
@@ -148,36 +154,36 @@ pub fn row_reduce(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
         }
         (max[r], argmax[r]) = (row[at], at as f64);
     }
-    BTreeMap::from([
+    Ok(BTreeMap::from([
         ("row_sum".to_string(), sum),
         ("row_max".to_string(), max),
         ("row_argmax".to_string(), argmax),
-    ])
+    ]))
 }
 
 /// Inclusive prefix sums along each row of `x` [rows, n].
-pub fn cumsum(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let n = c.size("n");
-    let mut y = c.buffer("x").to_vec();
+pub fn cumsum(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let n = c.size("n")?;
+    let mut y = c.buffer("x")?.to_vec();
     for row in y.chunks_mut(n.max(1)) {
         for j in 1..row.len() {
             row[j] += row[j - 1];
         }
     }
-    out("y", y)
+    Ok(out("y", y))
 }
 
 /// `y[j, i] = x[i, j]` for `x` [M, N].
-pub fn transpose(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (m, n) = (c.size("M"), c.size("N"));
-    let x = c.buffer("x");
-    out("y", (0..n * m).map(|k| x[(k % m) * n + k / m]).collect())
+pub fn transpose(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (m, n) = (c.size("M")?, c.size("N")?);
+    let x = c.buffer_of("x", m * n)?;
+    Ok(out("y", (0..n * m).map(|k| x[(k % m) * n + k / m]).collect()))
 }
 
 /// `out[r, j] = silu(x[r, j]) * x[r, H + j]` for `x` [rows, 2H] (gate half, then up half).
-pub fn swiglu(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
-    let (rows, h) = (c.size("rows"), c.size("H"));
-    let x = c.buffer("x");
+pub fn swiglu(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
+    let (rows, h) = (c.size("rows")?, c.size("H")?);
+    let x = c.buffer_of("x", rows * 2 * h)?;
     let mut y = vec![0.0; rows * h];
     for r in 0..rows {
         for j in 0..h {
@@ -185,17 +191,17 @@ pub fn swiglu(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
             y[r * h + j] = g / (1.0 + (-g).exp()) * u;
         }
     }
-    out("out", y)
+    Ok(out("out", y))
 }
 
 /// GELU, tanh approximation: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
-pub fn gelu(c: &RefCase) -> BTreeMap<String, Vec<f64>> {
+pub fn gelu(c: &RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError> {
     let k = (2.0 / std::f64::consts::PI).sqrt();
-    out(
+    Ok(out(
         "out",
-        c.buffer("x")
+        c.buffer("x")?
             .iter()
             .map(|&x| 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh()))
             .collect(),
-    )
+    ))
 }

@@ -599,6 +599,10 @@ fn a_reference_that_does_not_match_its_run_spec_fails_the_case_without_a_crash()
     let (code, out, err) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("the reference does not match this run spec"), "{out}");
+    assert!(
+        out.contains("it reads the buffer `x`, which the spec does not give (its buffers: `a`, `b`, `c`)"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

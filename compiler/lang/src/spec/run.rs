@@ -115,52 +115,92 @@ pub struct RefCase {
     pub args: BTreeMap<String, RefArg>,
 }
 
+/// A name a reference reads that the run spec does not provide (the spec names its sizes,
+/// buffers or constants otherwise), or a buffer shorter than its sizes say: the case's error,
+/// not a crash.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("the reference does not match this run spec: {0}")]
+pub struct RefError(pub String);
+
 impl RefCase {
-    pub fn size(&self, name: &str) -> usize {
-        self.sizes
-            .get(name)
-            .copied()
-            .unwrap_or_else(|| panic!("reference asked for unknown size `{name}`")) as usize
+    fn missing<T>(&self, what: &str, name: &str, have: Vec<&String>) -> Result<T, RefError> {
+        let have = if have.is_empty() {
+            "none".to_string()
+        } else {
+            have.iter().map(|h| format!("`{h}`")).collect::<Vec<_>>().join(", ")
+        };
+        Err(RefError(format!(
+            "it reads the {what} `{name}`, which the spec does not give (its {what}s: {have})"
+        )))
     }
 
-    pub fn buffer(&self, name: &str) -> &[f64] {
-        match self.args.get(name) {
-            Some(RefArg::Buffer { data, .. }) => data,
-            _ => panic!("reference asked for unknown buffer `{name}`"),
+    pub fn size(&self, name: &str) -> Result<usize, RefError> {
+        match self.sizes.get(name) {
+            Some(v) => Ok(*v as usize),
+            None => self.missing("size", name, self.sizes.keys().collect()),
         }
     }
 
-    pub fn dtype(&self, name: &str) -> DType {
+    pub fn buffer(&self, name: &str) -> Result<&[f64], RefError> {
         match self.args.get(name) {
-            Some(RefArg::Buffer { dtype, .. }) => *dtype,
-            _ => panic!("reference asked for unknown buffer `{name}`"),
+            Some(RefArg::Buffer { data, .. }) => Ok(data),
+            _ => self.missing("buffer", name, self.buffer_names(true)),
         }
     }
 
-    pub fn scalar(&self, name: &str) -> f64 {
+    /// Buffer `name`, which the reference reads `len` values of (a shorter one is the run
+    /// spec's mistake: sizes that do not match the buffer's shape).
+    pub fn buffer_of(&self, name: &str, len: usize) -> Result<&[f64], RefError> {
+        let b = self.buffer(name)?;
+        if b.len() < len {
+            return Err(RefError(format!(
+                "it reads {len} values of the buffer `{name}` (from the sizes), which holds {}",
+                b.len()
+            )));
+        }
+        Ok(b)
+    }
+
+    pub fn dtype(&self, name: &str) -> Result<DType, RefError> {
         match self.args.get(name) {
-            Some(RefArg::Scalar(v)) => *v,
-            _ => panic!("reference asked for unknown scalar `{name}`"),
+            Some(RefArg::Buffer { dtype, .. }) => Ok(*dtype),
+            _ => self.missing("buffer", name, self.buffer_names(true)),
         }
     }
 
-    pub fn const_int(&self, name: &str) -> i64 {
+    pub fn scalar(&self, name: &str) -> Result<f64, RefError> {
+        match self.args.get(name) {
+            Some(RefArg::Scalar(v)) => Ok(*v),
+            _ => self.missing("scalar", name, self.buffer_names(false)),
+        }
+    }
+
+    pub fn const_int(&self, name: &str) -> Result<i64, RefError> {
         match self.consts.get(name) {
-            Some(ConstValue::Int(i)) => *i,
-            _ => panic!("reference asked for unknown integer constant `{name}`"),
+            Some(ConstValue::Int(i)) => Ok(*i),
+            _ => self.missing("integer constant", name, self.consts.keys().collect()),
         }
     }
 
-    pub fn const_bool(&self, name: &str) -> bool {
+    pub fn const_bool(&self, name: &str) -> Result<bool, RefError> {
         match self.consts.get(name) {
-            Some(ConstValue::Bool(b)) => *b,
-            _ => panic!("reference asked for unknown bool constant `{name}`"),
+            Some(ConstValue::Bool(b)) => Ok(*b),
+            _ => self.missing("bool constant", name, self.consts.keys().collect()),
         }
+    }
+
+    /// The names of the buffer (or scalar) arguments.
+    fn buffer_names(&self, buffers: bool) -> Vec<&String> {
+        self.args
+            .iter()
+            .filter(|(_, a)| matches!(a, RefArg::Buffer { .. }) == buffers)
+            .map(|(n, _)| n)
+            .collect()
     }
 }
 
 /// A reference: expected contents of each output buffer, by parameter name.
-pub type Reference = fn(&RefCase) -> BTreeMap<String, Vec<f64>>;
+pub type Reference = fn(&RefCase) -> Result<BTreeMap<String, Vec<f64>>, RefError>;
 
 /// A case made ready to launch.
 #[derive(Clone, Debug)]
