@@ -52,6 +52,9 @@ pub struct GpuPlan {
     pub alias_scratch: bool,
     /// The row layout the kernel's row tiles take (see [`row_layout`]), when it has one.
     pub rows: Option<LinearLayout>,
+    /// Bytes of each of the two slot arrays reductions exchange partials across warps through
+    /// ([`crate::estimate::reduction_slot`], computed once the layouts are settled).
+    pub reduction_slot: u32,
     /// Values made by `broadcast`, which can produce any layout directly.
     broadcasts: HashSet<ValueId>,
     /// The op defining each single-result value (ops without regions).
@@ -167,6 +170,7 @@ impl GpuPlan {
                 break;
             }
         }
+        p.reduction_slot = crate::estimate::reduction_slot(k, &p);
         // Scratch after the pipelined loops reuses their buffers only when the kernel would not
         // fit otherwise.
         if p.pipeline_bytes > 0 {

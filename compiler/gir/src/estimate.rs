@@ -130,7 +130,7 @@ pub fn scratch_needs(k: &Kernel, plan: &GpuPlan) -> (u32, u32) {
                 if plan.linear_reduce(k, op).is_some() || block_reduction(k, plan, op) =>
             {
                 if reduction_partials(k, plan, op) > 0 {
-                    want(2 * reduction_slot(k, plan));
+                    want(2 * plan.reduction_slot);
                 }
             }
             OpKind::Reduce { .. }

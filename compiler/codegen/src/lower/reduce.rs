@@ -334,12 +334,12 @@ impl<'c> Lowering<'c, '_> {
 
 impl<'c> Lowering<'c, '_> {
     /// Where a reduction writes its partials for the other warps: one of two slot arrays of
-    /// [`tile_gir::estimate::reduction_slot`] bytes, the one the previous reduction did not use
+    /// `GpuPlan::reduction_slot` bytes, the one the previous reduction did not use
     /// when nothing else touched shared memory since (then the barrier between that reduction's
     /// writes and reads already orders its reads before these writes); else the first, after a
     /// barrier. The caller sets `smem_state` to `AfterReduction` at this base once it has read.
     fn partials_slot(&mut self) -> R<u32> {
-        let slot = tile_gir::estimate::reduction_slot(self.k, &self.plan);
+        let slot = self.plan.reduction_slot;
         self.need_smem(2 * slot);
         let (base, lead) = match self.smem_state {
             SmemState::Fresh => (0, false),
