@@ -606,24 +606,40 @@ fn a_reference_that_does_not_match_its_run_spec_fails_the_case_without_a_crash()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Writes `values` to `out` as one NumPy array of `shape` (column-major when `fortran`).
+fn write_npy<T: npyz::AutoSerialize>(
+    out: &mut impl std::io::Write,
+    shape: &[u64],
+    fortran: bool,
+    values: impl IntoIterator<Item = T>,
+) {
+    use npyz::WriterBuilder;
+    let order = if fortran { npyz::Order::Fortran } else { npyz::Order::C };
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .order(order)
+        .writer(out)
+        .begin_nd()
+        .unwrap();
+    for v in values {
+        w.push(&v).unwrap();
+    }
+    w.finish().unwrap();
+}
+
 /// `tilec run`: inputs from NumPy files (f32 and f64 into an f32 buffer), outputs written as
 /// `.npy` and read back; a wrong file is an error that says what would fit.
 #[test]
 fn run_reads_and_writes_npy_files() {
-    use npyz::WriterBuilder;
     let dir = temp_dir("run-npy");
-    fn write<T: npyz::AutoSerialize>(path: &std::path::Path, shape: &[u64], values: &[T]) {
-        let mut f = std::fs::File::create(path).unwrap();
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(shape)
-            .writer(&mut f)
-            .begin_nd()
-            .unwrap();
-        for v in values {
-            w.push(v).unwrap();
-        }
-        w.finish().unwrap();
+    fn write<T: npyz::AutoSerialize + Clone>(path: &std::path::Path, shape: &[u64], values: &[T]) {
+        write_npy(
+            &mut std::fs::File::create(path).unwrap(),
+            shape,
+            false,
+            values.iter().cloned(),
+        );
     }
     let x: Vec<f64> = (0..1000).map(|i| i as f64 * 0.5).collect();
     let (xp, yp) = (dir.join("x.npy"), dir.join("y.npy"));
@@ -703,7 +719,6 @@ fn read_npz(path: &std::path::Path) -> std::collections::BTreeMap<String, (Vec<u
 
 #[test]
 fn run_and_verify_read_and_write_npz_archives() {
-    use npyz::WriterBuilder;
     let dir = temp_dir("run-npz");
     // Arrays in one archive, as np.savez writes it.
     let write_npz = |path: &std::path::Path, arrays: &[(&str, f32)]| {
@@ -711,16 +726,7 @@ fn run_and_verify_read_and_write_npz_archives() {
         for (name, v) in arrays {
             zip.start_file(format!("{name}.npy"), zip::write::SimpleFileOptions::default())
                 .unwrap();
-            let mut w = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&[1000])
-                .writer(&mut zip)
-                .begin_nd()
-                .unwrap();
-            for i in 0..1000 {
-                w.push(&(i as f32 * v)).unwrap();
-            }
-            w.finish().unwrap();
+            write_npy(&mut zip, &[1000], false, (0..1000).map(|i| i as f32 * v));
         }
         zip.finish().unwrap();
     };
@@ -813,19 +819,12 @@ fn run_and_verify_read_and_write_npz_archives() {
     assert_eq!(again.0, 0, "{}{}", again.1, again.2);
     // A file far larger than the buffer it fills is refused before it is read whole.
     let big = dir.join("big.npy");
-    {
-        let mut f = std::fs::File::create(&big).unwrap();
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(&[100_000])
-            .writer(&mut f)
-            .begin_nd()
-            .unwrap();
-        for i in 0..100_000 {
-            w.push(&(i as f32)).unwrap();
-        }
-        w.finish().unwrap();
-    }
+    write_npy(
+        &mut std::fs::File::create(&big).unwrap(),
+        &[100_000],
+        false,
+        (0..100_000).map(|i| i as f32),
+    );
     let (code, _, err) = tilec(&[&args[..], &["--input", &format!("x={}", big.display())]].concat());
     assert_eq!(code, 1);
     assert!(
@@ -834,38 +833,23 @@ fn run_and_verify_read_and_write_npz_archives() {
     );
     // Column-major arrays are refused rather than read transposed; float16 is read.
     let fortran = dir.join("f.npy");
-    {
-        let mut f = std::fs::File::create(&fortran).unwrap();
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(&[10, 100])
-            .order(npyz::Order::Fortran)
-            .writer(&mut f)
-            .begin_nd()
-            .unwrap();
-        for i in 0..1000 {
-            w.push(&(i as f32)).unwrap();
-        }
-        w.finish().unwrap();
-    }
+    write_npy(
+        &mut std::fs::File::create(&fortran).unwrap(),
+        &[10, 100],
+        true,
+        (0..1000).map(|i| i as f32),
+    );
     let x_from = |p: &std::path::Path| format!("x={}", p.display());
     let (code, _, err) = tilec(&[&args[..], &["--input", &x_from(&fortran)]].concat());
     assert_eq!(code, 1);
     assert!(err.contains("stored in Fortran (column-major) order"), "{err}");
     let half = dir.join("h.npy");
-    {
-        let mut f = std::fs::File::create(&half).unwrap();
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(&[1000])
-            .writer(&mut f)
-            .begin_nd()
-            .unwrap();
-        for i in 0..1000 {
-            w.push(&half::f16::from_f32(i as f32 * 0.5)).unwrap();
-        }
-        w.finish().unwrap();
-    }
+    write_npy(
+        &mut std::fs::File::create(&half).unwrap(),
+        &[1000],
+        false,
+        (0..1000).map(|i| half::f16::from_f32(i as f32 * 0.5)),
+    );
     let inputs = ["--input", input.to_str().unwrap(), "--input", &x_from(&half)];
     let (code, out, err) = tilec(&[&args[..], &inputs, &["--save", output.to_str().unwrap()]].concat());
     assert_eq!(code, 0, "{out}{err}");
