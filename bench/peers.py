@@ -33,7 +33,7 @@ import triton.language as tl
 from triton.testing import do_bench
 
 DEV = "cuda"
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f8e4m3": torch.float8_e4m3fn}
 # Tolerance on ||out - ref|| / ||ref||, ref computed in float64 from the same (upcast) inputs.
 REL_TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2}
 
@@ -149,6 +149,39 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
 
 @triton.jit
+def _matmul_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
+                       stride_am, stride_bn, stride_cm,
+                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    # C = (A @ B) * sa * sb with A [M, K] and B given as [N, K] (K-major), fp8 in, bf16 out
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    in_group = GROUP_M * num_n
+    first_m = (pid // in_group) * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pm = first_m + (pid % in_group) % size_m
+    pn = (pid % in_group) // size_m
+    ram = tl.max_contiguous(tl.multiple_of((pm * BM + tl.arange(0, BM)) % M, BM), BM)
+    rbn = tl.max_contiguous(tl.multiple_of((pn * BN + tl.arange(0, BN)) % N, BN), BN)
+    rk = tl.arange(0, BK)
+    pa = a_ptr + ram[:, None] * stride_am + rk[None, :]
+    pb = b_ptr + rbn[None, :] * stride_bn + rk[:, None]
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_left = K - k * BK
+        ta = tl.load(pa, mask=rk[None, :] < k_left, other=0.0)
+        tb = tl.load(pb, mask=rk[:, None] < k_left, other=0.0)
+        acc = tl.dot(ta, tb, acc)
+        pa += BK
+        pb += BK
+    acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    pc = c_ptr + rm[:, None] * stride_cm + rn[None, :]
+    tl.store(pc, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
 def _attn_block(acc, l_i, m_i, q, kh, vh, rm, rd, lo, hi, qk_scale,
                 D: tl.constexpr, BN: tl.constexpr, MASKED: tl.constexpr):
     # stream key/value blocks [lo, hi) past the BM query rows (online softmax, base-2 exponent)
@@ -247,6 +280,15 @@ def tri_matmul(a, b, c, BM=128, BN=128, BK=64, GROUP_M=8, num_warps=8, num_stage
     return lambda: _matmul_kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, num_warps=num_warps, num_stages=num_stages)
+
+
+def tri_matmul_fp8(a, bt, c, sa, sb, BM=128, BN=256, BK=128, GROUP_M=8, num_warps=8, num_stages=3):
+    M, K = a.shape
+    N = bt.shape[0]
+    grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
+    return lambda: _matmul_fp8_kernel[grid](
+        a, bt, c, sa, sb, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
         BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, num_warps=num_warps, num_stages=num_stages)
 
 
@@ -369,6 +411,24 @@ def build_case(kernel, dt_name, params, with_compile):
         launch = tri_matmul(a, b, c)
         peers["triton"] = Peer(lambda: (launch(), c)[1], [c])
         peers["torch"] = Peer(lambda: torch.matmul(a, b))
+    elif kernel == "matmul_fp8":
+        # torch._scaled_mm's problem: A [M, K] row-major, B [K, N] column-major (given here as
+        # Bt [N, K] row-major), per-tensor f32 scales, bf16 out
+        M, N, K = params["M"], params["N"], params["K"]
+        label = f"M={M} N={N} K={K}"
+        a, bt = randn(M, K), randn(N, K)
+        sa = torch.full((), 0.5, device=DEV, dtype=torch.float32)
+        sb = torch.full((), 1.25, device=DEV, dtype=torch.float32)
+        c = torch.empty(M, N, device=DEV, dtype=torch.bfloat16)
+        nbytes, flops = M * K + N * K + 2 * M * N, 2 * M * N * K
+        refs = [(a.double() @ bt.double().t()) * (0.5 * 1.25)]
+        launch = tri_matmul_fp8(a, bt, c, sa, sb)
+        peers["triton"] = Peer(lambda: (launch(), c)[1], [c])
+        # tile's kernel keeps the sum in the tensor cores, which is cuBLAS's fast accumulation;
+        # the default (the sum promoted to f32 on the way) is timed too, as torch.precise
+        for name, fast in (("torch", True), ("torch.precise", False)):
+            peers[name] = Peer(lambda fast=fast: torch._scaled_mm(
+                a, bt.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast))
     elif kernel == "attention":
         bh, seq, d, causal = params["bh"], params["seq"], params["D"], params["causal"]
         label = f"bh={bh} seq={seq} D={d} CAUSAL={'true' if causal else 'false'}"
@@ -410,6 +470,8 @@ def case_list():
             cases.append(("rmsnorm", dt, {"rows": 4096, "n": n}))
     for s in (4096, 8192):
         cases.append(("matmul", "bf16", {"M": s, "N": s, "K": s}))
+    for s in (4096, 8192):
+        cases.append(("matmul_fp8", "f8e4m3", {"M": s, "N": s, "K": s}))
     for causal in (False, True):
         cases.append(("attention", "bf16", {"bh": 32, "seq": 2048, "D": 64, "causal": causal}))
     for causal in (False, True):

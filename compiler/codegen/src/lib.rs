@@ -88,6 +88,14 @@ pub enum CodegenError {
     },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
     Unsupported { what: String, op: String, at: String },
+    #[error("{what} needs {needs} or newer; the target is {target} (`{op}`{at})")]
+    TargetLacks {
+        what: String,
+        needs: String,
+        target: String,
+        op: String,
+        at: String,
+    },
     #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]
     SharedMemory { need: u32, limit: u32, target: String },
     #[error("LLVM: {0}")]
@@ -96,15 +104,30 @@ pub enum CodegenError {
 
 impl CodegenError {
     pub(crate) fn unsupported(what: impl Into<String>, op: &str, loc: Loc) -> CodegenError {
-        let at = if loc == Loc::default() {
-            String::new()
-        } else {
-            format!(" at {}:{}", loc.line, loc.col)
-        };
         CodegenError::Unsupported {
             what: what.into(),
             op: op.to_string(),
-            at,
+            at: Self::at(loc),
+        }
+    }
+
+    /// `what` (at `loc`, in op `op`) needs a newer GPU than `target` (`needs`: `sm_89`).
+    pub(crate) fn target_lacks(what: impl Into<String>, needs: &str, target: &str, op: &str, loc: Loc) -> CodegenError {
+        CodegenError::TargetLacks {
+            what: what.into(),
+            needs: needs.into(),
+            target: target.into(),
+            op: op.to_string(),
+            at: Self::at(loc),
+        }
+    }
+
+    /// ` at LINE:COL`, or nothing for ops without a source location.
+    fn at(loc: Loc) -> String {
+        if loc == Loc::default() {
+            String::new()
+        } else {
+            format!(" at {}:{}", loc.line, loc.col)
         }
     }
 }

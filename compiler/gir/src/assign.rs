@@ -109,13 +109,14 @@ impl GpuPlan {
                 let rows = chained.contains(&op.results[0]);
                 let (din, dacc) = (a.dtype().unwrap(), c.dtype().unwrap());
                 // wgmma where it fits (chained dots with every warpgroup on its own rows).
+                // fp8 has no mma.sync here: why wgmma does not fit is the reason to give.
                 let wg = target
                     .wgmma
-                    .then(|| MmaPlan::wgmma_with_rows(m, n, kk, din, dacc, warps, rows).ok())
-                    .flatten();
+                    .then(|| MmaPlan::wgmma_with_rows(m, n, kk, din, dacc, warps, rows));
                 let plan = match wg {
-                    Some(p) => Ok(p),
-                    None => MmaPlan::with_rows(m, n, kk, din, dacc, warps, rows),
+                    Some(Ok(p)) => Ok(p),
+                    Some(Err(why)) if din.bytes() == 1 && dacc == tile_lang::ir::DType::F32 => Err(why),
+                    _ => MmaPlan::with_rows(m, n, kk, din, dacc, warps, rows),
                 };
                 if let Ok(pl) = &plan {
                     p.layouts.insert(op.results[0], pl.acc());
@@ -148,6 +149,22 @@ impl GpuPlan {
         for (d, t, x) in bt {
             p.transposed_b.insert(d, x);
             p.fused_permutes.insert(t);
+        }
+        // wgmma reads 8-bit operands K-major only: an fp8 B must be given as `trans(x)`.
+        let mn_major_fp8: Vec<ValueId> = p
+            .dots
+            .iter()
+            .filter(|(v, d)| matches!(d, Ok(pl) if pl.input.bytes() == 1 && !p.transposed_b.contains_key(v)))
+            .map(|(v, _)| *v)
+            .collect();
+        for v in mn_major_fp8 {
+            p.layouts.remove(&v);
+            p.dots.insert(
+                v,
+                Err(NoMma::Wgmma(
+                    "wgmma reads fp8 B only K-major: give B as trans(x) with x: [n, k] row-major".into(),
+                )),
+            );
         }
         let mmas: HashMap<ValueId, MmaPlan> = p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
         (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b);
@@ -256,7 +273,8 @@ impl GpuPlan {
     pub fn a_in_registers(&self, k: &Kernel, op: &Op) -> Option<Vec<usize>> {
         let plan = self.mma(op.results[0])?;
         let a = op.operands[0];
-        if !self.layouts.contains_key(&a) {
+        // The fragment maps are those of 16-bit elements.
+        if !self.layouts.contains_key(&a) || plan.input.bytes() != 2 {
             return None;
         }
         plan.a_fragment().broadcast_from(&self.layout(k, a))
@@ -566,7 +584,7 @@ impl GpuPlan {
                     let (instr, unit, count) = match p.instr {
                         Instr::MmaSync => (format!("mma.m16n8k16.{} warps", p.input), "warp", "mma"),
                         Instr::Wgmma => (
-                            format!("wgmma.m64n{}k16.{} warpgroups", p.instr_n(), p.input),
+                            format!("wgmma.m64n{}k{}.{} warpgroups", p.instr_n(), p.instr_k(), p.input),
                             "warpgroup",
                             "wgmma",
                         ),

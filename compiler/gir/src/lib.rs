@@ -26,7 +26,8 @@ pub struct UnknownTarget {
 pub struct Target {
     /// `sm_80`, `sm_89`, `sm_90`, `sm_90a`.
     pub sm: &'static str,
-    /// The PTX ISA LLVM emits, as an LLVM feature (`+ptx80`).
+    /// The PTX ISA LLVM emits, as an LLVM feature (`+ptx80`; sm_89 takes 8.1, the first ISA
+    /// with its fp8 conversions).
     pub ptx_feature: &'static str,
     pub max_threads_per_block: u32,
     pub max_regs_per_thread: u32,
@@ -36,6 +37,9 @@ pub struct Target {
     /// Whether tensor-core dots may use `wgmma.mma_async` (Hopper's `sm_90a`; `sm_90` without
     /// the `a` keeps `mma.sync`).
     pub wgmma: bool,
+    /// Whether the target converts fp8 (e4m3, e5m2) in hardware (`cvt` with `e4m3x2`/`e5m2x2`,
+    /// sm_89 and newer); without it the back end refuses fp8 conversions.
+    pub fp8: bool,
 }
 
 pub const TARGETS: &[Target] = &[
@@ -47,15 +51,17 @@ pub const TARGETS: &[Target] = &[
         max_smem_per_block: 163 * 1024,
         warp_size: 32,
         wgmma: false,
+        fp8: false,
     },
     Target {
         sm: "sm_89",
-        ptx_feature: "+ptx80",
+        ptx_feature: "+ptx81",
         max_threads_per_block: 1024,
         max_regs_per_thread: 255,
         max_smem_per_block: 99 * 1024,
         warp_size: 32,
         wgmma: false,
+        fp8: true,
     },
     Target {
         sm: "sm_90",
@@ -65,6 +71,7 @@ pub const TARGETS: &[Target] = &[
         max_smem_per_block: 227 * 1024,
         warp_size: 32,
         wgmma: false,
+        fp8: true,
     },
     Target {
         sm: "sm_90a",
@@ -74,6 +81,7 @@ pub const TARGETS: &[Target] = &[
         max_smem_per_block: 227 * 1024,
         warp_size: 32,
         wgmma: true,
+        fp8: true,
     },
 ];
 

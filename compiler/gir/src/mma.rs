@@ -13,12 +13,13 @@
 //! The operand fragment layouts ([`MmaPlan::a_fragment`], `b_fragment`) are what `mma` expects in
 //! registers; the tests check that `ldmatrix` from these addresses produces exactly them.
 //!
-//! On Hopper (`sm_90a`) a plan may use `wgmma.mma_async.m64nNk16` instead ([`Instr::Wgmma`]):
-//! warpgroups of 4 warps each own an `(m / groups_m) × (n / groups_n)` block, both operands are
-//! read straight from shared memory through 64-bit descriptors ([`WgmmaOperand`]), and the
-//! shared-memory layouts are the ones the descriptors' swizzle modes name: A (and B stored
-//! `[n, k]`) K-major with rows of 32, 64 or 128 bytes, B stored `[k, n]` MN-major in blocks of
-//! up to 64 columns ([`Swizzle::block`]).
+//! On Hopper (`sm_90a`) a plan may use `wgmma.mma_async.m64nNk16` instead ([`Instr::Wgmma`];
+//! `k32` for fp8 inputs, which it alone takes): warpgroups of 4 warps each own an
+//! `(m / groups_m) × (n / groups_n)` block, both operands are read straight from shared memory
+//! through 64-bit descriptors ([`WgmmaOperand`]), and the shared-memory layouts are the ones the
+//! descriptors' swizzle modes name: A (and B stored `[n, k]`) K-major with rows of 32, 64 or 128
+//! bytes, B stored `[k, n]` MN-major in blocks of up to 128 bytes ([`Swizzle::block`]; 16-bit
+//! inputs only: fp8 B must be K-major).
 
 use tile_lang::ir::DType;
 
@@ -49,6 +50,11 @@ pub enum Instr {
     MmaSync,
     /// `wgmma.mma_async.m64nNk16`, operands read from shared memory by descriptors (sm_90a).
     Wgmma,
+}
+
+/// The `wgmma` instruction's K for `input`: 32 bytes of a row (16 16-bit, 32 8-bit elements).
+pub fn wgmma_k(input: DType) -> usize {
+    32 / input.bytes()
 }
 
 /// The `wgmma` instruction's M.
@@ -99,9 +105,11 @@ impl WgmmaOperand {
     }
 }
 
-/// Tensor cores take bf16 or f16 inputs into an f32 accumulator.
-fn tensor_core_dtypes(input: DType, acc: DType) -> Result<(), NoMma> {
-    if matches!(input, DType::BF16 | DType::F16) && acc == DType::F32 {
+/// Tensor cores take bf16 or f16 inputs into an f32 accumulator, and with `wgmma` fp8 (e4m3,
+/// e5m2) too.
+fn tensor_core_dtypes(input: DType, acc: DType, wgmma: bool) -> Result<(), NoMma> {
+    let fp8 = matches!(input, DType::F8E4M3 | DType::F8E5M2);
+    if (matches!(input, DType::BF16 | DType::F16) || fp8 && wgmma) && acc == DType::F32 {
         Ok(())
     } else {
         Err(NoMma::Dtypes { input, acc })
@@ -140,7 +148,7 @@ impl std::fmt::Display for NoMma {
         match self {
             NoMma::Dtypes { input, acc } => write!(
                 f,
-                "{input} inputs with a {acc} accumulator (tensor cores take bf16/f16 into f32)"
+                "{input} inputs with a {acc} accumulator (tensor cores take bf16/f16 into f32, and fp8 into f32 with wgmma on sm_90a)"
             ),
             NoMma::Shape { m, n, k, warps } => write!(
                 f,
@@ -169,7 +177,7 @@ impl MmaPlan {
         warps: u32,
         rows_per_warp: bool,
     ) -> Result<MmaPlan, NoMma> {
-        tensor_core_dtypes(input, acc)?;
+        tensor_core_dtypes(input, acc, false)?;
         let shape_err = NoMma::Shape { m, n, k, warps };
         if k < MMA_K || m < 16 || n < 16 {
             return Err(shape_err);
@@ -229,15 +237,19 @@ impl MmaPlan {
         warps: u32,
         rows_per_group: bool,
     ) -> Result<MmaPlan, NoMma> {
-        tensor_core_dtypes(input, acc)?;
+        tensor_core_dtypes(input, acc, true)?;
         let no = |why: String| Err(NoMma::Wgmma(why));
         if warps % 4 != 0 {
             return no(format!("{warps} warps are not whole warpgroups of 4"));
         }
-        let kb = Swizzle::k_block(k);
-        if k % MMA_K != 0 || k % kb != 0 || swizzle_mode(kb * input.bytes()).is_none() {
+        let esz = input.bytes();
+        let kb = Swizzle::k_block(k, esz);
+        if k % wgmma_k(input) != 0 || k % kb != 0 || swizzle_mode(kb * esz).is_none() {
             return no(format!(
-                "k = {k}: wgmma here takes K tiles of 16, 32 or a multiple of 64 elements"
+                "k = {k}: wgmma here takes K tiles of {}, {} or a multiple of {} {input} elements",
+                32 / esz,
+                64 / esz,
+                128 / esz
             ));
         }
         let groups = warps as usize / 4;
@@ -255,7 +267,7 @@ impl MmaPlan {
         if bm % WGMMA_M != 0 || bm == 0 {
             return no(format!("{bm} rows per warpgroup: wgmma needs a multiple of 64"));
         }
-        if bn > WGMMA_MAX_N || bn < 16 || bn % Swizzle::mn_block(n) != 0 {
+        if bn > WGMMA_MAX_N || bn < 16 || bn % Swizzle::mn_block(n, esz) != 0 {
             return no(format!(
                 "{bn} columns per warpgroup: wgmma here takes 16 to 256 in whole blocks of B"
             ));
@@ -269,6 +281,14 @@ impl MmaPlan {
             warps_n: gn,
             instr: Instr::Wgmma,
         })
+    }
+
+    /// The instruction's K: 16, or 32 for a wgmma of 8-bit inputs (32 bytes of a row either way).
+    pub fn instr_k(&self) -> usize {
+        match self.instr {
+            Instr::MmaSync => MMA_K,
+            Instr::Wgmma => wgmma_k(self.input),
+        }
     }
 
     /// The instruction's M (16 for mma.sync, 64 for wgmma).
@@ -300,14 +320,14 @@ impl MmaPlan {
     /// A K-major operand of `rows` rows (`group_rows` per warpgroup), stored in K blocks of up
     /// to 64 elements ([`Swizzle::k_block`]).
     fn k_major(&self, rows: usize, group_rows: usize) -> WgmmaOperand {
-        let kb = Swizzle::k_block(self.k);
+        let kb = Swizzle::k_block(self.k, self.input.bytes());
         let row = (kb * self.input.bytes()) as u32;
         WgmmaOperand {
             mode: swizzle_mode(row as usize).expect("checked by MmaPlan::wgmma"),
             lbo: 16,
             sbo: 8 * row,
-            k_step: (MMA_K * self.input.bytes()) as u32,
-            k_steps_per_block: (kb / MMA_K) as u32,
+            k_step: (self.instr_k() * self.input.bytes()) as u32,
+            k_steps_per_block: (kb / self.instr_k()) as u32,
             k_block: rows as u32 * row,
             tile_step: WGMMA_M as u32 * row,
             group_step: group_rows as u32 * row,
@@ -325,14 +345,14 @@ impl MmaPlan {
                 ..self.k_major(self.n, self.wn())
             };
         }
-        let block = Swizzle::mn_block(self.n);
+        let block = Swizzle::mn_block(self.n, esz);
         let row = (block * esz) as u32;
         let lbo = self.k as u32 * row;
         WgmmaOperand {
             mode: swizzle_mode(row as usize).expect("checked by MmaPlan::wgmma"),
             lbo,
             sbo: 8 * row,
-            k_step: MMA_K as u32 * row,
+            k_step: self.instr_k() as u32 * row,
             k_steps_per_block: u32::MAX,
             k_block: 0,
             tile_step: 0,
@@ -361,9 +381,9 @@ impl MmaPlan {
         self.wn() / self.instr_n()
     }
 
-    /// k16 steps.
+    /// Instruction steps along K (of [`instr_k`](Self::instr_k)).
     pub fn steps_k(&self) -> usize {
-        self.k / MMA_K
+        self.k / self.instr_k()
     }
 
     /// Instructions per `dot`.
@@ -456,8 +476,13 @@ impl MmaPlan {
     /// to 64 elements).
     pub fn a_smem(&self) -> Swizzle {
         match self.instr {
-            Instr::MmaSync => Swizzle::for_rows(self.m, self.k),
-            Instr::Wgmma => Swizzle::in_blocks(self.m, self.k, Swizzle::k_block(self.k)),
+            Instr::MmaSync => Swizzle::for_rows(self.m, self.k, self.input.bytes()),
+            Instr::Wgmma => Swizzle::in_blocks(
+                self.m,
+                self.k,
+                Swizzle::k_block(self.k, self.input.bytes()),
+                self.input.bytes(),
+            ),
         }
     }
 
@@ -465,8 +490,13 @@ impl MmaPlan {
     /// for wgmma in column blocks, MN-major).
     pub fn b_smem(&self) -> Swizzle {
         match self.instr {
-            Instr::MmaSync => Swizzle::for_rows(self.k, self.n),
-            Instr::Wgmma => Swizzle::in_blocks(self.k, self.n, Swizzle::mn_block(self.n)),
+            Instr::MmaSync => Swizzle::for_rows(self.k, self.n, self.input.bytes()),
+            Instr::Wgmma => Swizzle::in_blocks(
+                self.k,
+                self.n,
+                Swizzle::mn_block(self.n, self.input.bytes()),
+                self.input.bytes(),
+            ),
         }
     }
 
@@ -542,8 +572,13 @@ impl MmaPlan {
     /// `.trans`).
     pub fn bt_smem(&self) -> Swizzle {
         match self.instr {
-            Instr::MmaSync => Swizzle::for_rows(self.n, self.k),
-            Instr::Wgmma => Swizzle::in_blocks(self.n, self.k, Swizzle::k_block(self.k)),
+            Instr::MmaSync => Swizzle::for_rows(self.n, self.k, self.input.bytes()),
+            Instr::Wgmma => Swizzle::in_blocks(
+                self.n,
+                self.k,
+                Swizzle::k_block(self.k, self.input.bytes()),
+                self.input.bytes(),
+            ),
         }
     }
 
@@ -578,7 +613,8 @@ impl MmaPlan {
     }
 }
 
-/// A row-major `[rows, cols]` tile of 16-bit elements in shared memory whose 16-byte chunks are
+/// A row-major `[rows, cols]` tile in shared memory whose 16-byte chunks (8 16-bit or 16 8-bit
+/// elements) are
 /// permuted within each row: chunk `c` of row `r` is stored at chunk
 /// `c ^ ((r / per_phase) % max_phase)`. Rows of 128 bytes or more change phase every row; a
 /// shorter row shares its phase with the next `per_phase - 1` rows, so 8 consecutive rows of one
@@ -600,13 +636,14 @@ pub struct Swizzle {
 }
 
 impl Swizzle {
-    pub fn for_rows(rows: usize, cols: usize) -> Swizzle {
-        Swizzle::in_blocks(rows, cols, cols)
+    /// `[rows, cols]` of `esz`-byte elements as one block.
+    pub fn for_rows(rows: usize, cols: usize, esz: usize) -> Swizzle {
+        Swizzle::in_blocks(rows, cols, cols, esz)
     }
 
-    /// `[rows, cols]` stored as column blocks of `block` columns.
-    pub fn in_blocks(rows: usize, cols: usize, block: usize) -> Swizzle {
-        let vec = 8;
+    /// `[rows, cols]` of `esz`-byte elements stored as column blocks of `block` columns.
+    pub fn in_blocks(rows: usize, cols: usize, block: usize, esz: usize) -> Swizzle {
+        let vec = 16 / esz;
         let chunks = (block / vec).max(1);
         let max_phase = chunks.min(8);
         Swizzle {
@@ -619,16 +656,17 @@ impl Swizzle {
         }
     }
 
-    /// The column block of a K-major wgmma operand with `k` columns: 64 16-bit elements (one
-    /// 128-byte swizzle row), or the whole row when narrower.
-    pub fn k_block(k: usize) -> usize {
-        k.min(64)
+    /// The column block of a K-major wgmma operand with `k` columns of `esz`-byte elements:
+    /// one 128-byte swizzle row (64 16-bit or 128 8-bit elements), or the whole row when
+    /// narrower.
+    pub fn k_block(k: usize, esz: usize) -> usize {
+        k.min(128 / esz)
     }
 
-    /// The column block of an MN-major wgmma operand with `cols` columns: 128 bytes of 16-bit
-    /// elements, or the whole row when narrower.
-    pub fn mn_block(cols: usize) -> usize {
-        cols.min(64)
+    /// The column block of an MN-major wgmma operand with `cols` columns: 128 bytes, or the
+    /// whole row when narrower.
+    pub fn mn_block(cols: usize, esz: usize) -> usize {
+        cols.min(128 / esz)
     }
 
     /// The physical element offset of logical flat index `flat`.

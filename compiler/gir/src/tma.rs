@@ -140,7 +140,7 @@ pub struct TmaBoxes {
 }
 
 impl TmaBoxes {
-    /// The boxes for a buffer of 16-bit elements in layout `swz`, or why none fit.
+    /// The boxes for a buffer of `dtype` elements in layout `swz`, or why none fit.
     pub fn for_swizzle(swz: &Swizzle, dtype: DType) -> Result<TmaBoxes, String> {
         let esz = dtype.bytes() as u32;
         let row = swz.block as u32 * esz;
@@ -328,15 +328,22 @@ mod tests {
 
     #[test]
     fn boxes_reproduce_the_operand_swizzle() {
-        for (rows, cols, block) in [(64, 64, 64), (128, 32, 32), (64, 16, 16), (32, 256, 64), (64, 128, 64)] {
-            let swz = Swizzle::in_blocks(rows, cols, block);
-            let b = TmaBoxes::for_swizzle(&swz, DType::BF16).unwrap();
+        let bf16 = [(64, 64, 64), (128, 32, 32), (64, 16, 16), (32, 256, 64), (64, 128, 64)].map(|c| (c, DType::BF16));
+        let fp8 = [(128, 128, 128), (256, 64, 64), (64, 32, 32), (64, 256, 128)].map(|c| (c, DType::F8E4M3));
+        for ((rows, cols, block), dtype) in bf16.into_iter().chain(fp8) {
+            let esz = dtype.bytes();
+            let swz = Swizzle::in_blocks(rows, cols, block, esz);
+            let b = TmaBoxes::for_swizzle(&swz, dtype).unwrap();
             assert_eq!(b.boxes as usize * b.cols as usize, cols);
             for r in 0..rows {
                 for c in 0..cols {
                     let (j, cc) = (c / b.cols as usize, c % b.cols as usize);
-                    let tma = j * b.box_bytes as usize + tma_offset(b.swizzle as usize, r, cc * 2);
-                    assert_eq!(tma, swz.apply(r * cols + c) * 2, "{rows}x{cols}/{block} at ({r}, {c})");
+                    let tma = j * b.box_bytes as usize + tma_offset(b.swizzle as usize, r, cc * esz);
+                    assert_eq!(
+                        tma,
+                        swz.apply(r * cols + c) * esz,
+                        "{rows}x{cols}/{block} {dtype} at ({r}, {c})"
+                    );
                 }
             }
         }
@@ -362,6 +369,6 @@ mod tests {
 
     #[test]
     fn narrow_rows_have_no_boxes() {
-        assert!(TmaBoxes::for_swizzle(&Swizzle::in_blocks(64, 8, 8), DType::BF16).is_err());
+        assert!(TmaBoxes::for_swizzle(&Swizzle::in_blocks(64, 8, 8, 2), DType::BF16).is_err());
     }
 }

@@ -256,8 +256,8 @@ impl<'c> Lowering<'c, '_> {
         llvm(self.b.build_int_add(desc, add, ""))
     }
 
-    /// One `wgmma.mma_async.m64nNk16` accumulating into `acc` (tied: the same registers), A
-    /// read through a descriptor or from four registers.
+    /// One `wgmma.mma_async.m64nNk16` (`k32` for fp8) accumulating into `acc` (tied: the same
+    /// registers), A read through a descriptor or from four registers.
     fn wgmma(
         &self,
         plan: &MmaPlan,
@@ -270,6 +270,8 @@ impl<'c> Lowering<'c, '_> {
         let regs: Vec<String> = (0..per).map(|i| format!("${i}")).collect();
         let ty = match plan.input {
             DType::BF16 => "bf16",
+            DType::F8E4M3 => "e4m3",
+            DType::F8E5M2 => "e5m2",
             _ => "f16",
         };
         let mut cons: Vec<String> = vec!["=f".into(); per];
@@ -291,12 +293,18 @@ impl<'c> Lowering<'c, '_> {
         let nb = per + args.len();
         cons.extend(["l".into(), "r".into()]);
         args.extend::<[BasicValueEnum<'c>; 2]>([b.into(), self.i32c(1).into()]);
+        // The transpose immediates exist for 16-bit inputs only (8-bit ones are K-major).
+        let trans = if plan.input.bytes() == 2 {
+            format!("{imm}, {}", b_mn_major as u32)
+        } else {
+            String::new()
+        };
         let text = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${s}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{regs}}}, {a_text}, ${nb}, p, 1, 1{imm}, {t};\n}}",
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${s}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ty}.{ty} {{{regs}}}, {a_text}, ${nb}, p, 1, 1{trans};\n}}",
             n = plan.instr_n(),
+            k = plan.instr_k(),
             regs = regs.join(", "),
             s = nb + 1,
-            t = b_mn_major as u32,
         );
         cons.extend((0..per).map(|i| i.to_string()));
         args.extend_from_slice(acc);

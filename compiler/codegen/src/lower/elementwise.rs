@@ -4,6 +4,7 @@
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
+use tile_lang::ir::floats::FloatFormat;
 use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, llvm};
@@ -47,6 +48,21 @@ impl<'c> Lowering<'c, '_> {
         let v: BasicValueEnum = match (c, t) {
             (ConstValue::Int(i), BasicTypeEnum::IntType(it)) => it.const_int(*i as u64, true).into(),
             (ConstValue::Bool(b), BasicTypeEnum::IntType(it)) => it.const_int(*b as u64, false).into(),
+            // fp8 values are held as their 8-bit patterns.
+            (ConstValue::Float(f), BasicTypeEnum::IntType(it))
+                if let Some(fmt) = self
+                    .k
+                    .ty(op.results[0])
+                    .dtype()
+                    .filter(|d| is_fp8(*d))
+                    .and_then(FloatFormat::of) =>
+            {
+                it.const_int(
+                    fmt.encode(fmt.round(*f, tile_lang::ir::floats::Rounding::NearestEven)),
+                    false,
+                )
+                .into()
+            }
             (ConstValue::Float(f), BasicTypeEnum::FloatType(ft)) => ft.const_float(*f).into(),
             _ => return Err(CodegenError::unsupported("this constant", op.kind.name(), op.loc)),
         };
@@ -58,6 +74,12 @@ impl<'c> Lowering<'c, '_> {
     /// offset) on tiles:
     /// [`element`](Self::element) on each slot.
     pub(super) fn elementwise(&mut self, op: &Op) -> R<()> {
+        if let OpKind::Cast(r) = op.kind
+            && let Some(to) = self.k.ty(op.results[0]).dtype()
+            && (is_fp8(to) || is_fp8(self.dtype(op.operands[0])))
+        {
+            return self.fp8_in_pairs(op, self.dtype(op.operands[0]), to, r);
+        }
         if let OpKind::Cast(r) = op.kind
             && r != Rounding::Rtz
             && self.dtype(op.operands[0]) == DType::F32
@@ -92,6 +114,119 @@ impl<'c> Lowering<'c, '_> {
         }
         self.set_elems(op.results[0], out);
         Ok(())
+    }
+
+    /// A conversion to or from fp8, two slots per `cvt` (`cvt.rn.satfinite.{e4m3,e5m2}x2.f32`
+    /// to fp8, `cvt.rn.f16x2.{e4m3,e5m2}x2` from it). Other dtypes go through f32 (to fp8) or
+    /// come from f16 (from fp8), which hold every value of the narrower side exactly, so each
+    /// element is rounded once, as the interpreter does (f64 and 64-bit integers round to f32
+    /// first: with 24 bits against fp8's 4 or 3, that double rounding gives the same result).
+    fn fp8_in_pairs(&mut self, op: &Op, from: DType, to: DType, r: Rounding) -> R<()> {
+        if r == Rounding::Rtz && is_fp8(to) {
+            return Err(CodegenError::unsupported(
+                format!("round-toward-zero conversion from {from} to {to} (fp8 conversions round to nearest even)"),
+                "cast",
+                op.loc,
+            ));
+        }
+        let x = self.elems(op.operands[0]);
+        let mut out = Vec::with_capacity(x.len());
+        for pair in x.chunks(2) {
+            let (lo, hi) = (pair[0], pair.get(1).copied());
+            let got = if is_fp8(to) {
+                let lo = self.cast(from, DType::F32, lo, op.loc)?;
+                let hi = hi.map(|h| self.cast(from, DType::F32, h, op.loc)).transpose()?;
+                self.to_fp8_pair(to, lo, hi, op.loc)?
+            } else {
+                let (lo, hi) = self.from_fp8_pair(from, lo, hi, op.loc)?;
+                [Some(lo), hi]
+                    .into_iter()
+                    .flatten()
+                    .map(|h| self.cast(DType::F16, to, h, op.loc))
+                    .collect::<R<Vec<_>>>()?
+            };
+            out.extend(got);
+        }
+        self.set_elems(op.results[0], out);
+        Ok(())
+    }
+
+    /// The target's fp8 conversions, or an error naming the conversion and the targets that have
+    /// them.
+    fn fp8_supported(&self, what: String, loc: Loc) -> R<()> {
+        if self.target.fp8 {
+            return Ok(());
+        }
+        Err(CodegenError::target_lacks(what, "sm_89", self.target.sm, "cast", loc))
+    }
+
+    /// f32 `lo` (and `hi`) rounded to the fp8 `to` by one `cvt ... x2.f32`: one or two 8-bit
+    /// values.
+    fn to_fp8_pair(
+        &self,
+        to: DType,
+        lo: BasicValueEnum<'c>,
+        hi: Option<BasicValueEnum<'c>>,
+        loc: Loc,
+    ) -> R<Vec<BasicValueEnum<'c>>> {
+        self.fp8_supported(format!("conversion to {to}"), loc)?;
+        let name = if to == DType::F8E4M3 {
+            "llvm.nvvm.ff.to.e4m3x2.rn"
+        } else {
+            "llvm.nvvm.ff.to.e5m2x2.rn"
+        };
+        let zero = self.ctx.f32_type().const_zero().into();
+        // The first operand lands in the upper byte.
+        let packed = self.intr1(name, &[], &[hi.unwrap_or(zero), lo])?;
+        // Split in 32 bits: LLVM would take the upper byte with a 16-bit shift, which ptxas does
+        // not always keep in range (see `widen_narrow`).
+        let i32t = self.ctx.i32_type();
+        let both = self.pure_asm(
+            self.ctx.struct_type(&[i32t.into(), i32t.into()], false).into(),
+            "{\n.reg .b32 t;\ncvt.u32.u16 t, $2;\nand.b32 $0, t, 255;\nshr.b32 $1, t, 8;\n}",
+            "=r,=r,h",
+            &[packed],
+        )?;
+        (0..if hi.is_some() { 2 } else { 1 })
+            .map(|j| {
+                let b = llvm(self.b.build_extract_value(both.into_struct_value(), j, ""))?.into_int_value();
+                Ok(llvm(self.b.build_int_truncate(b, self.ctx.i8_type(), ""))?.into())
+            })
+            .collect()
+    }
+
+    /// The fp8 `from` values `lo` (and `hi`) as f16, exactly, by one `cvt.rn.f16x2.*x2`.
+    fn from_fp8_pair(
+        &self,
+        from: DType,
+        lo: BasicValueEnum<'c>,
+        hi: Option<BasicValueEnum<'c>>,
+        loc: Loc,
+    ) -> R<(BasicValueEnum<'c>, Option<BasicValueEnum<'c>>)> {
+        self.fp8_supported(format!("conversion from {from}"), loc)?;
+        let name = if from == DType::F8E4M3 {
+            "llvm.nvvm.e4m3x2.to.f16x2.rn"
+        } else {
+            "llvm.nvvm.e5m2x2.to.f16x2.rn"
+        };
+        // Packed by a `prmt` in 32 bits: LLVM would pack bytes with 16-bit shifts, which ptxas
+        // does not always keep in range (see `widen_narrow`).
+        let i32t = self.ctx.i32_type();
+        let wide = |x: BasicValueEnum<'c>| llvm(self.b.build_int_z_extend(x.into_int_value(), i32t, ""));
+        let (lo, hi_or_0) = (wide(lo)?, hi.map(wide).transpose()?.unwrap_or(i32t.const_zero()));
+        let packed = self.pure_asm(
+            self.ctx.i16_type().into(),
+            "{\n.reg .b32 t;\nprmt.b32 t, $1, $2, 0x40;\ncvt.u16.u32 $0, t;\n}",
+            "=h,r,r",
+            &[lo.into(), hi_or_0.into()],
+        )?;
+        let v = self.intr1(name, &[], &[packed])?.into_vector_value();
+        let lo = llvm(self.b.build_extract_element(v, self.i32c(0), ""))?;
+        let hi = match hi {
+            Some(_) => Some(llvm(self.b.build_extract_element(v, self.i32c(1), ""))?),
+            None => None,
+        };
+        Ok((lo, hi))
     }
 
     /// An elementwise op applied to one element of each operand.
@@ -417,12 +552,13 @@ impl<'c> Lowering<'c, '_> {
             let w = self.widen_narrow(from, x.into_int_value())?;
             return self.cast(wide_int(from), to, w.into(), loc);
         }
-        if matches!(from, DType::F8E4M3 | DType::F8E5M2) || matches!(to, DType::F8E4M3 | DType::F8E5M2) {
-            return Err(CodegenError::unsupported(
-                format!("conversion between {from} and {to}"),
-                "cast",
-                loc,
-            ));
+        if is_fp8(to) {
+            let x = self.cast(from, DType::F32, x, loc)?;
+            return Ok(self.to_fp8_pair(to, x, None, loc)?[0]);
+        }
+        if is_fp8(from) {
+            let (h, _) = self.from_fp8_pair(from, x, None, loc)?;
+            return self.cast(DType::F16, to, h, loc);
         }
         let tt = self.ty(Elem::Scalar(to));
         if to.is_bool() {
@@ -614,4 +750,9 @@ fn is_narrow_int(d: DType) -> bool {
 /// The 32-bit integer type of the same signedness as a narrow one.
 fn wide_int(d: DType) -> DType {
     if d.is_signed() { DType::I32 } else { DType::U32 }
+}
+
+/// Whether `d` is one of the 8-bit float formats.
+fn is_fp8(d: DType) -> bool {
+    matches!(d, DType::F8E4M3 | DType::F8E5M2)
 }

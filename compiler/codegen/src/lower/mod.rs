@@ -69,6 +69,7 @@ pub(crate) fn lower<'c>(
         info,
         max_vec,
         plan,
+        target,
         ctx,
         m: module,
         b,
@@ -127,6 +128,8 @@ struct Lowering<'c, 'a> {
     info: HashMap<ValueId, crate::axis::AxisInfo>,
     /// The layout of every tile and the tensor-core plan of every `dot` (the GPU stage).
     plan: GpuPlan,
+    /// The GPU compiled for (what it has in hardware: fp8 conversions, wgmma).
+    target: &'a tile_gir::Target,
     ctx: &'c Context,
     m: &'a Module<'c>,
     b: Builder<'c>,

@@ -66,9 +66,15 @@ fn accumulator_matches_the_ptx_table() {
 
 #[test]
 fn swizzle_is_a_bijection_that_keeps_chunks_whole() {
-    for rows in [16, 32, 64, 128] {
-        for cols in [8, 16, 32, 64, 128] {
-            let s = Swizzle::for_rows(rows, cols);
+    for (rows, cols, esz) in [16, 32, 64, 128].into_iter().flat_map(|r| {
+        [8, 16, 32, 64, 128]
+            .map(|c| (r, c, 2))
+            .into_iter()
+            .chain([16, 32, 64, 128, 256].map(|c| (r, c, 1)))
+    }) {
+        {
+            let s = Swizzle::for_rows(rows, cols, esz);
+            assert_eq!(s.vec * esz, 16, "chunks of 16 bytes");
             let mut seen = vec![false; rows * cols];
             for f in 0..rows * cols {
                 let p = s.apply(f);
@@ -199,18 +205,21 @@ fn ldmatrix_of_transposed_b_gives_the_b_fragment() {
 
 fn wgmma_plans() -> Vec<MmaPlan> {
     let mut v = Vec::new();
-    for m in [64, 128, 256] {
-        for n in [16, 32, 64, 128, 256] {
-            for k in [16, 32, 64, 128, 256] {
-                for warps in [4, 8, 16] {
-                    if let Ok(p) = MmaPlan::wgmma(m, n, k, DType::BF16, DType::F32, warps) {
-                        v.push(p);
+    for input in [DType::BF16, DType::F8E4M3] {
+        for m in [64, 128, 256] {
+            for n in [16, 32, 64, 128, 256] {
+                for k in [16, 32, 64, 128, 256] {
+                    for warps in [4, 8, 16] {
+                        if let Ok(p) = MmaPlan::wgmma(m, n, k, input, DType::F32, warps) {
+                            v.push(p);
+                        }
                     }
                 }
             }
         }
     }
-    assert!(v.len() > 40);
+    assert!(v.iter().filter(|p| p.input == DType::F8E4M3).count() > 40);
+    assert!(v.len() > 80);
     v
 }
 
@@ -228,6 +237,13 @@ fn wgmma_plans_fit_the_tile() {
     assert!(MmaPlan::wgmma(128, 128, 32, DType::BF16, DType::F32, 2).is_err());
     let p = MmaPlan::wgmma(128, 128, 32, DType::BF16, DType::F32, 8).unwrap();
     assert_eq!((p.warps_m, p.warps_n, p.tiles_m(), p.instr_n()), (2, 1, 1, 128));
+    // fp8: K steps of 32, K blocks of 128 elements (one 128-byte row); K = 16 is too short.
+    let p = MmaPlan::wgmma(128, 256, 256, DType::F8E4M3, DType::F32, 8).unwrap();
+    assert_eq!((p.instr_k(), p.steps_k(), p.wgmma_a().k_steps_per_block), (32, 8, 4));
+    assert!(MmaPlan::wgmma(64, 64, 16, DType::F8E5M2, DType::F32, 4).is_err());
+    assert!(MmaPlan::wgmma(64, 64, 96, DType::F8E4M3, DType::F32, 4).is_err());
+    // mma.sync takes no fp8 here.
+    assert!(MmaPlan::new(64, 64, 64, DType::F8E4M3, DType::F32, 4).is_err());
 }
 
 /// wgmma's accumulator: in warp `w` of a warpgroup, `d[i]` of thread `l` is row
@@ -267,11 +283,12 @@ fn hw_swizzle(mode: u64, addr: usize) -> usize {
     addr ^ (((addr >> 7) & mask) << 4)
 }
 
-/// Where the hardware reads element `(mn, k)` of one instruction's operand (rows of the
-/// MN dimension, `mn < 64` for A, `< N` for B; `k < 16`) from a descriptor starting at byte
-/// `start`: K-major, rows of `row` bytes in 8-row groups `sbo` apart; MN-major, 8-row groups of
-/// K `sbo` apart inside column blocks `lbo` apart.
-fn hw_address(d: &WgmmaOperand, start: usize, mn: usize, k: usize) -> usize {
+/// Where the hardware reads element `(mn, k)` of one instruction's operand of `esz`-byte
+/// elements (rows of the MN dimension, `mn < 64` for A, `< N` for B; `k` below the
+/// instruction's K) from a descriptor starting at byte `start`: K-major, rows of `row` bytes in
+/// 8-row groups `sbo` apart; MN-major (16-bit only), 8-row groups of K `sbo` apart inside column
+/// blocks `lbo` apart.
+fn hw_address(d: &WgmmaOperand, esz: usize, start: usize, mn: usize, k: usize) -> usize {
     let row = match d.mode {
         1 => 128,
         2 => 64,
@@ -281,7 +298,7 @@ fn hw_address(d: &WgmmaOperand, start: usize, mn: usize, k: usize) -> usize {
         let block = row / 2;
         start + (mn / block) * d.lbo as usize + (k / 8) * d.sbo as usize + (k % 8) * row + 2 * (mn % block)
     } else {
-        start + (mn / 8) * d.sbo as usize + (mn % 8) * row + 2 * k
+        start + (mn / 8) * d.sbo as usize + (mn % 8) * row + esz * k
     };
     hw_swizzle(d.mode, addr)
 }
@@ -293,21 +310,23 @@ fn wgmma_descriptors_address_the_stored_operands() {
     for p in wgmma_plans() {
         let a = p.wgmma_a();
         let swz = p.a_smem();
+        let (esz, ik) = (p.input.bytes(), p.instr_k());
         for g in 0..p.warps_m {
             for mi in 0..p.tiles_m() {
                 for kk in 0..p.steps_k() {
                     let start = g * a.group_step as usize + mi * a.tile_step as usize + a.k_offset(kk as u32) as usize;
                     for r in 0..WGMMA_M {
-                        for c in 0..MMA_K {
-                            let (row, col) = (g * p.wm() + 64 * mi + r, 16 * kk + c);
-                            let want = 2 * swz.apply(row * p.k + col);
-                            assert_eq!(hw_address(&a, start, r, c), want, "A {p:?}");
+                        for c in 0..ik {
+                            let (row, col) = (g * p.wm() + 64 * mi + r, ik * kk + c);
+                            let want = esz * swz.apply(row * p.k + col);
+                            assert_eq!(hw_address(&a, esz, start, r, c), want, "A {p:?}");
                         }
                     }
                 }
             }
         }
-        for bt in [false, true] {
+        // 8-bit B is read K-major only (stored [n, k]).
+        for bt in [false, true].into_iter().filter(|bt| *bt || esz == 2) {
             let b = p.wgmma_b(bt);
             let swz = if bt { p.bt_smem() } else { p.b_smem() };
             assert_eq!(b.mn_major, !bt);
@@ -315,11 +334,11 @@ fn wgmma_descriptors_address_the_stored_operands() {
                 for kk in 0..p.steps_k() {
                     let start = g * b.group_step as usize + b.k_offset(kk as u32) as usize;
                     for nn in 0..p.wn() {
-                        for c in 0..MMA_K {
-                            let (n, k) = (g * p.wn() + nn, 16 * kk + c);
+                        for c in 0..ik {
+                            let (n, k) = (g * p.wn() + nn, ik * kk + c);
                             let flat = if bt { n * p.k + k } else { k * p.n + n };
-                            let want = 2 * swz.apply(flat);
-                            assert_eq!(hw_address(&b, start, nn, c), want, "B (transposed {bt}) {p:?}");
+                            let want = esz * swz.apply(flat);
+                            assert_eq!(hw_address(&b, esz, start, nn, c), want, "B (transposed {bt}) {p:?}");
                         }
                     }
                 }
@@ -333,7 +352,8 @@ fn wgmma_descriptors_address_the_stored_operands() {
 /// `2·(l%4) + j%2 (+8 for a4..a7)`, as the PTX ISA's table for the register A fragment.
 #[test]
 fn wgmma_a_fragment_matches_the_ptx_table() {
-    for p in wgmma_plans() {
+    // (8-bit A is never read from registers: `GpuPlan::a_in_registers`.)
+    for p in wgmma_plans().into_iter().filter(|p| p.input.bytes() == 2) {
         let frag = p.a_fragment();
         for w in 0..p.warps() {
             let (g, wg) = (w / 4, w % 4);

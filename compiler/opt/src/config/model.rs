@@ -263,6 +263,8 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         }
     });
     let copy_ptrs = copy_pointers(k, &staged);
+    // Nor does a `trans(x)` a dot reads as B stored `[n, k]` (never computed).
+    staged.extend(plan.fused_permutes.iter().copied());
     let r = Regs {
         k,
         threads,
@@ -448,7 +450,11 @@ impl CostWalk<'_> {
                     Some(p) => {
                         match p.instr {
                             Instr::MmaSync => self.work.mma_flops += 2.0 * mm * nn * kk * m,
-                            Instr::Wgmma => self.work.wgmma_flops += 2.0 * mm * nn * kk * m,
+                            // An 8-bit wgmma does twice the flops of a 16-bit one in the same
+                            // time: counted at the 16-bit rate, as half as many.
+                            Instr::Wgmma => {
+                                self.work.wgmma_flops += 2.0 * mm * nn * kk * m * p.input.bytes() as f64 / 2.0
+                            }
                         }
                         // Operands written once, then each warp (mma.sync) or warpgroup (wgmma)
                         // reads its rows of A and its columns of B; A held in registers (the
