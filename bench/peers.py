@@ -414,16 +414,22 @@ def build_case(kernel, dt_name, params, with_compile):
     elif kernel == "matmul_fp8":
         # torch._scaled_mm's problem: A [M, K] row-major, B [K, N] column-major (given here as
         # Bt [N, K] row-major), per-tensor f32 scales, bf16 out
-        M, N, K = params["M"], params["N"], params["K"]
-        label = f"M={M} N={N} K={K}"
+        # per-tensor scales, or (rowwise) one per row of A and one per column of B
+        M, N, K, rowwise = params["M"], params["N"], params["K"], params.get("rowwise", False)
+        label = f"M={M} N={N} K={K}" + (" ROWWISE=true" if rowwise else "")
         a, bt = randn(M, K), randn(N, K)
-        sa = torch.full((), 0.5, device=DEV, dtype=torch.float32)
-        sb = torch.full((), 1.25, device=DEV, dtype=torch.float32)
+        if rowwise:
+            sa = torch.rand(M, 1, device=DEV, generator=g) * 1.75 + 0.25
+            sb = torch.rand(1, N, device=DEV, generator=g) * 1.75 + 0.25
+        else:
+            sa = torch.full((), 0.5, device=DEV, dtype=torch.float32)
+            sb = torch.full((), 1.25, device=DEV, dtype=torch.float32)
         c = torch.empty(M, N, device=DEV, dtype=torch.bfloat16)
         nbytes, flops = M * K + N * K + 2 * M * N, 2 * M * N * K
-        refs = [(a.double() @ bt.double().t()) * (0.5 * 1.25)]
-        launch = tri_matmul_fp8(a, bt, c, sa, sb)
-        peers["triton"] = Peer(lambda: (launch(), c)[1], [c])
+        refs = [(a.double() @ bt.double().t()) * sa.double() * sb.double()]
+        if not rowwise:
+            launch = tri_matmul_fp8(a, bt, c, sa, sb)
+            peers["triton"] = Peer(lambda: (launch(), c)[1], [c])
         # tile's kernel keeps the sum in the tensor cores, which is cuBLAS's fast accumulation;
         # the default (the sum promoted to f32 on the way) is timed too, as torch.precise
         for name, fast in (("torch", True), ("torch.precise", False)):
@@ -470,8 +476,9 @@ def case_list():
             cases.append(("rmsnorm", dt, {"rows": 4096, "n": n}))
     for s in (4096, 8192):
         cases.append(("matmul", "bf16", {"M": s, "N": s, "K": s}))
-    for s in (4096, 8192):
-        cases.append(("matmul_fp8", "f8e4m3", {"M": s, "N": s, "K": s}))
+    for rowwise in (False, True):
+        for s in (4096, 8192):
+            cases.append(("matmul_fp8", "f8e4m3", {"M": s, "N": s, "K": s, "rowwise": rowwise}))
     for causal in (False, True):
         cases.append(("attention", "bf16", {"bh": 32, "seq": 2048, "D": 64, "causal": causal}))
     for causal in (False, True):

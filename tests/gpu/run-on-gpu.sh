@@ -24,6 +24,9 @@ timeout 300 $tilec verify --all > "$out/verify-examples.log" 2>&1
 echo "examples: $(grep '^verify:' "$out/verify-examples.log")"
 timeout 300 $tilec verify tests/gpu/*.tile > "$out/verify-tests-gpu.log" 2>&1
 echo "tests/gpu: $(grep '^verify:' "$out/verify-tests-gpu.log")"
+# sm_80 code (runs on newer GPUs too): fp8 conversions in integer arithmetic.
+timeout 120 $tilec verify --sm 80 tests/gpu/fp8.tile > "$out/verify-fp8-sm80.log" 2>&1
+echo "tests/gpu/fp8.tile on sm_80: $(grep '^verify:' "$out/verify-fp8-sm80.log")"
 if [ -n "$gen" ]; then
   timeout 300 $tilec verify "$gen"/*.tile > "$out/verify-generated.log" 2>&1
   echo "generated ($(ls "$gen"/*.tile | wc -l) files): $(grep '^verify:' "$out/verify-generated.log")"

@@ -2,8 +2,7 @@
 //! and default warps (the kernel's first `#[warps]` candidate, else 4):
 //!
 //! - it compiles to PTX for every target, deterministically, calling no intrinsic that LLVM did
-//!   not know (those print as `.extern .func llvm.*` and fail at load time), or on targets
-//!   older than sm_90a fails with `TargetLacks` (fp8 conversions on sm_80);
+//!   not know (those print as `.extern .func llvm.*` and fail at load time);
 //! - its sm_90a PTX is snapshot-tested (`snapshots/ptx/`);
 //! - with ptxas, its PTX assembles for every target, spills nothing and draws no "Potential
 //!   Performance Loss" note (wgmma serialised) on sm_90a, and its sm_90a resources are
@@ -74,15 +73,6 @@ fn compile(ex: &Example, k: &Kernel, target: &Target) -> Result<Compiled, String
         .map_err(|e| format!("{}: kernel `{}` on {}: codegen failed: {e}", ex.name, k.name, target.sm))
 }
 
-/// [`compile`] on a target that may lack what the kernel needs (fp8 conversions on sm_80):
-/// `Ok(None)` when codegen says so with `TargetLacks`, which the snapshot target never may.
-fn compile_on(ex: &Example, k: &Kernel, target: &Target) -> Result<Option<Compiled>, String> {
-    match tile_codegen::compile(k, &options(k, target)) {
-        Err(tile_codegen::CodegenError::TargetLacks { .. }) if target.sm != SNAPSHOT_SM => Ok(None),
-        _ => compile(ex, k, target).map(Some),
-    }
-}
-
 /// Fails with every problem found, one a line.
 fn assert_none(what: &str, problems: &[String]) {
     assert!(
@@ -123,13 +113,8 @@ fn example_kernels_compile_for_every_target_deterministically() {
         for k in &ex.kernels {
             for target in TARGETS {
                 let at = format!("{}: kernel `{}` on {}", ex.name, k.name, target.sm);
-                let (first, second) = match (compile_on(&ex, k, target), compile_on(&ex, k, target)) {
-                    (Ok(Some(a)), Ok(Some(b))) => (a, b),
-                    (Ok(None), Ok(None)) => continue,
-                    (Ok(_), Ok(_)) => {
-                        problems.push(format!("{at}: the target's limits reported on one compile of two"));
-                        continue;
-                    }
+                let (first, second) = match (compile(&ex, k, target), compile(&ex, k, target)) {
+                    (Ok(a), Ok(b)) => (a, b),
                     (Err(e), _) | (_, Err(e)) => {
                         problems.push(e);
                         continue;
@@ -201,9 +186,8 @@ fn example_kernels_assemble_without_spills() {
         for k in &ex.kernels {
             for target in TARGETS {
                 let at = format!("{}: kernel `{}` on {}", ex.name, k.name, target.sm);
-                let c = match compile_on(&ex, k, target) {
-                    Ok(Some(c)) => c,
-                    Ok(None) => continue,
+                let c = match compile(&ex, k, target) {
+                    Ok(c) => c,
                     Err(e) => {
                         problems.push(e);
                         continue;

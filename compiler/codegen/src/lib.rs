@@ -88,14 +88,6 @@ pub enum CodegenError {
     },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
     Unsupported { what: String, op: String, at: String },
-    #[error("{what} needs {needs} or newer; the target is {target} (`{op}`{at})")]
-    TargetLacks {
-        what: String,
-        needs: String,
-        target: String,
-        op: String,
-        at: String,
-    },
     #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]
     SharedMemory { need: u32, limit: u32, target: String },
     #[error("LLVM: {0}")]
@@ -106,17 +98,6 @@ impl CodegenError {
     pub(crate) fn unsupported(what: impl Into<String>, op: &str, loc: Loc) -> CodegenError {
         CodegenError::Unsupported {
             what: what.into(),
-            op: op.to_string(),
-            at: Self::at(loc),
-        }
-    }
-
-    /// `what` (at `loc`, in op `op`) needs a newer GPU than `target` (`needs`: `sm_89`).
-    pub(crate) fn target_lacks(what: impl Into<String>, needs: &str, target: &str, op: &str, loc: Loc) -> CodegenError {
-        CodegenError::TargetLacks {
-            what: what.into(),
-            needs: needs.into(),
-            target: target.into(),
             op: op.to_string(),
             at: Self::at(loc),
         }

@@ -38,7 +38,7 @@ pub struct Target {
     /// the `a` keeps `mma.sync`).
     pub wgmma: bool,
     /// Whether the target converts fp8 (e4m3, e5m2) in hardware (`cvt` with `e4m3x2`/`e5m2x2`,
-    /// sm_89 and newer); without it the back end refuses fp8 conversions.
+    /// sm_89 and newer); without it the back end converts in integer and f32 arithmetic.
     pub fp8: bool,
 }
 

@@ -136,13 +136,13 @@ impl<'c> Lowering<'c, '_> {
             let got = if is_fp8(to) {
                 let lo = self.cast(from, DType::F32, lo, op.loc)?;
                 let hi = hi.map(|h| self.cast(from, DType::F32, h, op.loc)).transpose()?;
-                self.to_fp8_pair(to, lo, hi, op.loc)?
+                self.to_fp8_pair(to, lo, hi)?
             } else {
-                let (lo, hi) = self.from_fp8_pair(from, lo, hi, op.loc)?;
+                let (wide, lo, hi) = self.from_fp8_pair(from, lo, hi)?;
                 [Some(lo), hi]
                     .into_iter()
                     .flatten()
-                    .map(|h| self.cast(DType::F16, to, h, op.loc))
+                    .map(|h| self.cast(wide, to, h, op.loc))
                     .collect::<R<Vec<_>>>()?
             };
             out.extend(got);
@@ -151,25 +151,21 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    /// The target's fp8 conversions, or an error naming the conversion and the targets that have
-    /// them.
-    fn fp8_supported(&self, what: String, loc: Loc) -> R<()> {
-        if self.target.fp8 {
-            return Ok(());
-        }
-        Err(CodegenError::target_lacks(what, "sm_89", self.target.sm, "cast", loc))
-    }
-
-    /// f32 `lo` (and `hi`) rounded to the fp8 `to` by one `cvt ... x2.f32`: one or two 8-bit
-    /// values.
+    /// f32 `lo` (and `hi`) rounded to the fp8 `to` by one `cvt ... x2.f32` (or
+    /// [`soft_to_fp8`](Self::soft_to_fp8) each on targets without it): one or two 8-bit values.
     fn to_fp8_pair(
         &self,
         to: DType,
         lo: BasicValueEnum<'c>,
         hi: Option<BasicValueEnum<'c>>,
-        loc: Loc,
     ) -> R<Vec<BasicValueEnum<'c>>> {
-        self.fp8_supported(format!("conversion to {to}"), loc)?;
+        if !self.target.fp8 {
+            return [Some(lo), hi]
+                .into_iter()
+                .flatten()
+                .map(|x| self.soft_to_fp8(to, x))
+                .collect();
+        }
         let name = if to == DType::F8E4M3 {
             "llvm.nvvm.ff.to.e4m3x2.rn"
         } else {
@@ -195,15 +191,19 @@ impl<'c> Lowering<'c, '_> {
             .collect()
     }
 
-    /// The fp8 `from` values `lo` (and `hi`) as f16, exactly, by one `cvt.rn.f16x2.*x2`.
+    /// The fp8 `from` values `lo` (and `hi`) exactly in a wider dtype, which it returns first:
+    /// f16 by one `cvt.rn.f16x2.*x2`, or f32 by [`soft_from_fp8`](Self::soft_from_fp8) on
+    /// targets without it.
     fn from_fp8_pair(
         &self,
         from: DType,
         lo: BasicValueEnum<'c>,
         hi: Option<BasicValueEnum<'c>>,
-        loc: Loc,
-    ) -> R<(BasicValueEnum<'c>, Option<BasicValueEnum<'c>>)> {
-        self.fp8_supported(format!("conversion from {from}"), loc)?;
+    ) -> R<(DType, BasicValueEnum<'c>, Option<BasicValueEnum<'c>>)> {
+        if !self.target.fp8 {
+            let hi = hi.map(|h| self.soft_from_fp8(from, h)).transpose()?;
+            return Ok((DType::F32, self.soft_from_fp8(from, lo)?, hi));
+        }
         let name = if from == DType::F8E4M3 {
             "llvm.nvvm.e4m3x2.to.f16x2.rn"
         } else {
@@ -226,7 +226,103 @@ impl<'c> Lowering<'c, '_> {
             Some(_) => Some(llvm(self.b.build_extract_element(v, self.i32c(1), ""))?),
             None => None,
         };
-        Ok((lo, hi))
+        Ok((DType::F16, lo, hi))
+    }
+
+    /// f32 `x` rounded to the fp8 `to` in integer and f32 arithmetic, for targets without fp8
+    /// conversions: the magnitude is scaled so that one fp8 step is 1, rounded to nearest even
+    /// (`llvm.rint`), clamped to the largest finite value (inf included) and re-biased; NaN gives
+    /// the format's NaN. The same result as `cvt.rn.satfinite` and the interpreter.
+    fn soft_to_fp8(&self, to: DType, x: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
+        let fmt = FloatFormat::of(to).expect("an fp8 dtype");
+        let (i32t, f32t) = (self.ctx.i32_type(), self.ctx.f32_type());
+        let (man, bias) = (fmt.man_bits as i64, fmt.bias() as i64);
+        let emin = 1 - bias;
+        let b = &self.b;
+        let c = |v: i64| i32t.const_int(v as u64, true);
+        let pow2 = |e: IntValue<'c>| -> R<inkwell::values::FloatValue<'c>> {
+            // 2^e for -126 <= e <= 127, from its exponent field.
+            let bits = llvm(b.build_left_shift(llvm(b.build_int_add(e, c(127), ""))?, c(23), ""))?;
+            Ok(llvm(b.build_bit_cast(bits, f32t, ""))?.into_float_value())
+        };
+        let u = llvm(b.build_bit_cast(x, i32t, ""))?.into_int_value();
+        let a = llvm(b.build_and(u, c(0x7fff_ffff), ""))?;
+        let mag = llvm(b.build_bit_cast(a, f32t, ""))?.into_float_value();
+        // The quantum's exponent: that of the value, at least the smallest normal's, less the
+        // mantissa bits.
+        let e = llvm(b.build_int_sub(llvm(b.build_right_shift(a, c(23), false, ""))?, c(127), ""))?;
+        let e = self
+            .intr1("llvm.smax", &[i32t.into()], &[e.into(), c(emin).into()])?
+            .into_int_value();
+        let q = llvm(b.build_int_sub(e, c(man), ""))?;
+        let steps = llvm(b.build_float_mul(mag, pow2(llvm(b.build_int_neg(q, ""))?)?, ""))?;
+        let steps = self
+            .intr1("llvm.rint", &[f32t.into()], &[steps.into()])?
+            .into_float_value();
+        let r = llvm(b.build_float_mul(steps, pow2(q)?, ""))?;
+        let r = self
+            .intr1(
+                "llvm.minnum",
+                &[f32t.into()],
+                &[r.into(), f32t.const_float(fmt.max_finite()).into()],
+            )?
+            .into_float_value();
+        // Encode: a normal value re-biased from f32's fields, a subnormal one as its step count.
+        let rb = llvm(b.build_bit_cast(r, i32t, ""))?.into_int_value();
+        let normal = llvm(b.build_int_sub(
+            llvm(b.build_right_shift(rb, c(23 - man), false, ""))?,
+            c((127 - bias) << man),
+            "",
+        ))?;
+        let sub = llvm(b.build_float_to_unsigned_int(
+            llvm(b.build_float_mul(r, f32t.const_float(2f64.powi((man - emin) as i32)), ""))?,
+            i32t,
+            "",
+        ))?;
+        let is_normal =
+            llvm(b.build_float_compare(FloatPredicate::OGE, r, f32t.const_float(2f64.powi(emin as i32)), ""))?;
+        let bits = llvm(b.build_select(is_normal, normal, sub, ""))?.into_int_value();
+        let nan = llvm(b.build_int_compare(IntPredicate::UGT, a, c(0x7f80_0000), ""))?;
+        let nan_bits = c(fmt.encode(f64::NAN) as i64);
+        let bits = llvm(b.build_select(nan, nan_bits, bits, ""))?.into_int_value();
+        let sign = llvm(b.build_right_shift(llvm(b.build_and(u, c(0x8000_0000), ""))?, c(24), false, ""))?;
+        let bits = llvm(b.build_or(bits, sign, ""))?;
+        Ok(llvm(b.build_int_truncate(bits, self.ctx.i8_type(), ""))?.into())
+    }
+
+    /// The fp8 `from` value `x` (its 8-bit pattern) as f32, exactly, in integer arithmetic for
+    /// targets without fp8 conversions: exponent and mantissa move into f32's fields and a
+    /// multiplication by 2^(127 - bias) re-biases them (subnormals included); the top exponent
+    /// is NaN (and for e5m2, with a zero mantissa, infinity).
+    fn soft_from_fp8(&self, from: DType, x: BasicValueEnum<'c>) -> R<BasicValueEnum<'c>> {
+        let fmt = FloatFormat::of(from).expect("an fp8 dtype");
+        let (i32t, f32t) = (self.ctx.i32_type(), self.ctx.f32_type());
+        let man = fmt.man_bits as u64;
+        let b = &self.b;
+        let c = |v: u64| i32t.const_int(v, false);
+        let u = llvm(b.build_int_z_extend(x.into_int_value(), i32t, ""))?;
+        let m = llvm(b.build_and(u, c(0x7f), ""))?;
+        let bits = llvm(b.build_left_shift(m, c(23 - man), ""))?;
+        let f = llvm(b.build_bit_cast(bits, f32t, ""))?.into_float_value();
+        let f = llvm(b.build_float_mul(f, f32t.const_float(2f64.powi(127 - fmt.bias())), ""))?;
+        // Special values: the all-ones exponent (e5m2) or all-ones pattern (e4m3).
+        let top = if fmt.has_infinity {
+            0x7f & !((1 << man) - 1)
+        } else {
+            0x7f
+        };
+        let special = llvm(b.build_int_compare(IntPredicate::UGE, m, c(top), ""))?;
+        let inf_or_nan = if fmt.has_infinity {
+            let inf = llvm(b.build_int_compare(IntPredicate::EQ, m, c(top), ""))?;
+            llvm(b.build_select(inf, f32t.const_float(f64::INFINITY), f32t.const_float(f64::NAN), ""))?
+                .into_float_value()
+        } else {
+            f32t.const_float(f64::NAN)
+        };
+        let f = llvm(b.build_select(special, inf_or_nan, f, ""))?.into_float_value();
+        let neg = llvm(b.build_int_compare(IntPredicate::NE, llvm(b.build_and(u, c(0x80), ""))?, c(0), ""))?;
+        let nf = llvm(b.build_float_neg(f, ""))?;
+        llvm(b.build_select(neg, nf, f, ""))
     }
 
     /// An elementwise op applied to one element of each operand.
@@ -554,11 +650,11 @@ impl<'c> Lowering<'c, '_> {
         }
         if is_fp8(to) {
             let x = self.cast(from, DType::F32, x, loc)?;
-            return Ok(self.to_fp8_pair(to, x, None, loc)?[0]);
+            return Ok(self.to_fp8_pair(to, x, None)?[0]);
         }
         if is_fp8(from) {
-            let (h, _) = self.from_fp8_pair(from, x, None, loc)?;
-            return self.cast(DType::F16, to, h, loc);
+            let (wide, h, _) = self.from_fp8_pair(from, x, None)?;
+            return self.cast(wide, to, h, loc);
         }
         let tt = self.ty(Elem::Scalar(to));
         if to.is_bool() {

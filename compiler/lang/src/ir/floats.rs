@@ -83,7 +83,8 @@ impl FloatFormat {
         }
     }
 
-    fn bias(self) -> i32 {
+    /// The exponent bias.
+    pub fn bias(self) -> i32 {
         (1 << (self.exp_bits - 1)) - 1
     }
 
