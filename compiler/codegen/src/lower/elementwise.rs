@@ -416,6 +416,9 @@ impl<'c> Lowering<'c, '_> {
                 UnaryOp::Sigmoid => return self.sigmoid_f64(fx),
                 UnaryOp::Rsqrt => return self.rsqrt_f64(fx),
                 UnaryOp::Tanh => return self.tanh_f64(fx),
+                UnaryOp::Sin => return self.sincos_f64(fx, false),
+                UnaryOp::Cos => return self.sincos_f64(fx, true),
+                UnaryOp::Erf => return self.erf_f64(fx),
                 _ => {}
             }
         }
