@@ -698,14 +698,19 @@ pub fn plan_specialization(args: &[PlanArg]) -> Vec<ArgSpec> {
         .collect()
 }
 
-/// Lowers `kernel` through the driver's back half (to a cubin when `ptxas` is given, else the
-/// GPU driver JIT-compiles the PTX) and loads it on `gpu`.
+/// Lowers `kernel` through the driver's back half (to a cubin when `ptxas` is given and `gpu`
+/// runs the target's machine code, else the GPU driver JIT-compiles the PTX) and loads it on
+/// `gpu`.
 pub fn build(
     gpu: &Gpu,
     kernel: &Kernel,
     opts: &tile_driver::CompileOptions,
     ptxas: Option<&Path>,
 ) -> Result<(tile_driver::Compiled, tile_runtime::Function), BuildError> {
+    // A cubin the GPU cannot run (sm_80 code on an sm_90 GPU) is useless: load the PTX instead,
+    // which the driver compiles for the GPU, as the JIT does.
+    let cc = gpu.compute_capability()?;
+    let ptxas = ptxas.filter(|_| crate::compile::cubin_runs_on(opts.target.sm, cc));
     load(gpu, tile_driver::lower(kernel, opts, ptxas)?)
 }
 
