@@ -115,9 +115,7 @@ def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, stride, n, eps, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+def _grouped_tile(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
     # grouped ordering of the output tiles: GROUP_M tile-rows per group, down a column first
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BM)
@@ -125,8 +123,16 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     in_group = GROUP_M * num_n
     first_m = (pid // in_group) * GROUP_M
     size_m = tl.minimum(num_m - first_m, GROUP_M)
-    pm = first_m + (pid % in_group) % size_m
-    pn = (pid % in_group) // size_m
+    return first_m + (pid % in_group) % size_m, (pid % in_group) // size_m
+
+
+@triton.jit
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
+                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                   SCALED: tl.constexpr):
+    # C = A @ B, times the per-tensor scales sa * sb when SCALED (fp8)
+    pm, pn = _grouped_tile(M, N, BM, BN, GROUP_M)
 
     # rows/cols past the edge wrap around (loads stay in bounds); the store is masked
     ram = tl.max_contiguous(tl.multiple_of((pm * BM + tl.arange(0, BM)) % M, BM), BM)
@@ -142,42 +148,11 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         acc = tl.dot(ta, tb, acc)
         pa += BK * stride_ak
         pb += BK * stride_bk
+    if SCALED:
+        acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     pc = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
-    tl.store(pc, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def _matmul_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
-                       stride_am, stride_bn, stride_cm,
-                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
-    # C = (A @ B) * sa * sb with A [M, K] and B given as [N, K] (K-major), fp8 in, bf16 out
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    in_group = GROUP_M * num_n
-    first_m = (pid // in_group) * GROUP_M
-    size_m = tl.minimum(num_m - first_m, GROUP_M)
-    pm = first_m + (pid % in_group) % size_m
-    pn = (pid % in_group) // size_m
-    ram = tl.max_contiguous(tl.multiple_of((pm * BM + tl.arange(0, BM)) % M, BM), BM)
-    rbn = tl.max_contiguous(tl.multiple_of((pn * BN + tl.arange(0, BN)) % N, BN), BN)
-    rk = tl.arange(0, BK)
-    pa = a_ptr + ram[:, None] * stride_am + rk[None, :]
-    pb = b_ptr + rbn[None, :] * stride_bn + rk[:, None]
-    acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BK)):
-        k_left = K - k * BK
-        ta = tl.load(pa, mask=rk[None, :] < k_left, other=0.0)
-        tb = tl.load(pb, mask=rk[:, None] < k_left, other=0.0)
-        acc = tl.dot(ta, tb, acc)
-        pa += BK
-        pb += BK
-    acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
-    rm = pm * BM + tl.arange(0, BM)
-    rn = pn * BN + tl.arange(0, BN)
-    pc = c_ptr + rm[:, None] * stride_cm + rn[None, :]
     tl.store(pc, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -278,18 +253,22 @@ def tri_matmul(a, b, c, BM=128, BN=128, BK=64, GROUP_M=8, num_warps=8, num_stage
     _, N = b.shape
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
     return lambda: _matmul_kernel[grid](
-        a, b, c, M, N, K,
+        a, b, c, a, a, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, num_warps=num_warps, num_stages=num_stages)
+        BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, SCALED=False,
+        num_warps=num_warps, num_stages=num_stages)
 
 
 def tri_matmul_fp8(a, bt, c, sa, sb, BM=128, BN=256, BK=128, GROUP_M=8, num_warps=8, num_stages=3):
+    # B = bt.t(): K-major, which fp8 tensor cores need
     M, K = a.shape
-    N = bt.shape[0]
-    grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
-    return lambda: _matmul_fp8_kernel[grid](
-        a, bt, c, sa, sb, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
-        BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, num_warps=num_warps, num_stages=num_stages)
+    b = bt.t()
+    grid = (triton.cdiv(M, BM) * triton.cdiv(b.shape[1], BN),)
+    return lambda: _matmul_kernel[grid](
+        a, b, c, sa, sb, M, b.shape[1], K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BM=BM, BN=BN, BK=BK, GROUP_M=GROUP_M, SCALED=True,
+        num_warps=num_warps, num_stages=num_stages)
 
 
 def tri_attention(q, k, v, o, scale, causal, BM=128, BN=64, num_warps=8, num_stages=3):

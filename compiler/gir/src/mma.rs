@@ -473,30 +473,24 @@ impl MmaPlan {
     }
 
     /// Shared-memory layout of A (`[m, k]`, row-major, swizzled; for wgmma in K blocks of up
-    /// to 64 elements).
+    /// to 128 bytes).
     pub fn a_smem(&self) -> Swizzle {
-        match self.instr {
-            Instr::MmaSync => Swizzle::for_rows(self.m, self.k, self.input.bytes()),
-            Instr::Wgmma => Swizzle::in_blocks(
-                self.m,
-                self.k,
-                Swizzle::k_block(self.k, self.input.bytes()),
-                self.input.bytes(),
-            ),
-        }
+        self.stored(self.m, self.k, Swizzle::k_block(self.k, self.input.bytes()))
     }
 
     /// Shared-memory layout of B (`[k, n]`, row-major, swizzled; read with `ldmatrix.trans`;
     /// for wgmma in column blocks, MN-major).
     pub fn b_smem(&self) -> Swizzle {
+        self.stored(self.k, self.n, Swizzle::mn_block(self.n, self.input.bytes()))
+    }
+
+    /// An operand tile `[rows, cols]` as this plan's instruction reads it: whole swizzled rows
+    /// for mma.sync, column blocks of `wgmma_block` for wgmma.
+    fn stored(&self, rows: usize, cols: usize, wgmma_block: usize) -> Swizzle {
+        let esz = self.input.bytes();
         match self.instr {
-            Instr::MmaSync => Swizzle::for_rows(self.k, self.n, self.input.bytes()),
-            Instr::Wgmma => Swizzle::in_blocks(
-                self.k,
-                self.n,
-                Swizzle::mn_block(self.n, self.input.bytes()),
-                self.input.bytes(),
-            ),
+            Instr::MmaSync => Swizzle::for_rows(rows, cols, esz),
+            Instr::Wgmma => Swizzle::in_blocks(rows, cols, wgmma_block, esz),
         }
     }
 
@@ -571,15 +565,7 @@ impl MmaPlan {
     /// `b: [n, k]` row-major: the tile is copied as it is and read with `ldmatrix` without
     /// `.trans`).
     pub fn bt_smem(&self) -> Swizzle {
-        match self.instr {
-            Instr::MmaSync => Swizzle::for_rows(self.n, self.k, self.input.bytes()),
-            Instr::Wgmma => Swizzle::in_blocks(
-                self.n,
-                self.k,
-                Swizzle::k_block(self.k, self.input.bytes()),
-                self.input.bytes(),
-            ),
-        }
+        self.stored(self.n, self.k, Swizzle::k_block(self.k, self.input.bytes()))
     }
 
     /// The rows each lane gives `ldmatrix.x4` (no `.trans`) for B stored as `[n, k]`, over
