@@ -108,8 +108,8 @@ impl<'a> Arg<'a> {
         })
     }
 
-    /// A scalar given by its bit pattern, for dtypes with no Rust type (`f8e4m3`, `f8e5m2`,
-    /// `bool`); bits above the dtype's width are dropped.
+    /// A scalar given by its bit pattern (any dtype: an fp8 value as its 8 bits, say); bits above
+    /// the dtype's width are dropped.
     pub fn scalar_bits(dtype: DType, bits: u64) -> Arg<'a> {
         let mask = if dtype.bits() == 64 {
             u64::MAX
@@ -124,6 +124,14 @@ impl<'a> Arg<'a> {
 
     pub fn bool(v: bool) -> Arg<'a> {
         Arg::scalar_bits(DType::Bool, v as u64)
+    }
+    /// An `f8e4m3` scalar (`float8::F8E4M3::from_f32(..)` rounds to nearest and saturates, as
+    /// the language's conversions do).
+    pub fn f8e4m3(v: float8::F8E4M3) -> Arg<'a> {
+        Arg::scalar(v)
+    }
+    pub fn f8e5m2(v: float8::F8E5M2) -> Arg<'a> {
+        Arg::scalar(v)
     }
     pub fn i8(v: i8) -> Arg<'a> {
         Arg::scalar(v)
@@ -207,7 +215,22 @@ macro_rules! from_scalar {
         }
     )*};
 }
-from_scalar!(i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64);
+from_scalar!(
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    f16,
+    bf16,
+    f32,
+    f64,
+    float8::F8E4M3,
+    float8::F8E5M2
+);
 
 impl From<bool> for Arg<'_> {
     fn from(v: bool) -> Self {
@@ -223,12 +246,9 @@ fn article(d: DType) -> &'static str {
     }
 }
 
-/// How to pass a scalar of `d`: `Arg::i32(..)`, or `Arg::scalar_bits(DType::F8E4M3, ..)`.
+/// How to pass a scalar of `d`: `Arg::i32(..)`, `Arg::f8e4m3(..)`.
 fn scalar_ctor(d: DType) -> String {
-    match d {
-        DType::F8E4M3 | DType::F8E5M2 => format!("Arg::scalar_bits(DType::{d:?}, ..)"),
-        _ => format!("Arg::{}(..)", d.name()),
-    }
+    format!("Arg::{}(..)", d.name())
 }
 
 /// The device tensor to pass for a `*d` parameter.
@@ -710,20 +730,29 @@ mod tests {
     }
 
     #[test]
-    fn fp8_parameters_point_to_scalar_bits() {
+    fn fp8_parameters_take_float8_values() {
         let params = sig(&[("scale", Elem::Scalar(DType::F8E4M3))]);
         let e = check_args("k", &params, &[Arg::f32(1.0)]).unwrap_err();
-        assert!(
-            e.to_string().ends_with("pass `Arg::scalar_bits(DType::F8E4M3, ..)`"),
-            "{e}"
-        );
+        assert!(e.to_string().ends_with("pass `Arg::f8e4m3(..)`"), "{e}");
+        let one = Arg::f8e4m3(float8::F8E4M3::from_f32(1.0));
+        assert!(matches!(
+            one.kind,
+            ArgKind::Scalar {
+                dtype: DType::F8E4M3,
+                bits: 0x38
+            }
+        ));
+        assert_eq!(check_args("k", &params, &[one]), Ok(()));
+        // Saturating, as the language's conversions: 1000 is past e4m3's 448.
+        let big = Arg::f8e4m3(float8::F8E4M3::from_f32(1000.0));
+        assert!(matches!(big.kind, ArgKind::Scalar { bits: 0x7e, .. }));
         assert_eq!(
             check_args("k", &params, &[Arg::scalar_bits(DType::F8E4M3, 0x38)]),
             Ok(())
         );
         let params = sig(&[("p", ptr(DType::F8E5M2, false))]);
         let e = check_args("k", &params, &[Arg::i32(0)]).unwrap_err();
-        assert!(e.to_string().contains("no host type holds f8e5m2 yet"), "{e}");
+        assert!(e.to_string().contains("a `DeviceTensor<float8::F8E5M2>`"), "{e}");
     }
 
     #[test]

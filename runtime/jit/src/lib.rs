@@ -96,6 +96,7 @@ pub use tile_runtime::{
 
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
 /// versions the JIT uses.
+pub use float8;
 pub use half;
 pub use tile_driver::{ArgSpec, Target, target};
 pub use tile_lang::ir::{ConstValue, DType, Elem};

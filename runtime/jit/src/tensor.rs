@@ -50,6 +50,9 @@ element! {
     bf16 => BF16, |v| v.to_bits() as u64;
     f32 => F32, |v| v.to_bits() as u64;
     f64 => F64, |v| v.to_bits();
+    // (`v.to_bits()` would find `Element::to_bits` first: float8's takes `&self`.)
+    float8::F8E4M3 => F8E4M3, |v| float8::F8E4M3::to_bits(&v) as u64;
+    float8::F8E5M2 => F8E5M2, |v| float8::F8E5M2::to_bits(&v) as u64;
 }
 
 /// The Rust type to hold elements of `d`, for messages (`None` for dtypes with no host type yet).
@@ -67,7 +70,9 @@ pub(crate) fn host_type(d: DType) -> Option<&'static str> {
         DType::BF16 => "half::bf16",
         DType::F32 => "f32",
         DType::F64 => "f64",
-        DType::Bool | DType::F8E4M3 | DType::F8E5M2 => return None,
+        DType::F8E4M3 => "float8::F8E4M3",
+        DType::F8E5M2 => "float8::F8E5M2",
+        DType::Bool => return None,
     })
 }
 
@@ -437,10 +442,12 @@ mod tests {
             (<u16 as Element>::DTYPE, "u16"),
             (<f16 as Element>::DTYPE, "half::f16"),
             (<bf16 as Element>::DTYPE, "half::bf16"),
+            (<float8::F8E4M3 as Element>::DTYPE, "float8::F8E4M3"),
+            (<float8::F8E5M2 as Element>::DTYPE, "float8::F8E5M2"),
         ] {
             assert_eq!(host_type(d), Some(name));
         }
-        assert_eq!(host_type(DType::F8E4M3), None);
+        assert_eq!(host_type(DType::Bool), None);
     }
 
     #[test]

@@ -221,6 +221,55 @@ fn mixed_dtypes() {
     }
 }
 
+/// fp8 buffers and scalars from the host: products of two e4m3 values are exact in f32, and
+/// the e5m2 store must round as `float8`'s saturating conversion does.
+const FP8_IO: &str = "kernel fp8_io(x: *f8e4m3, y: *mut f8e5m2, out: *mut f32, s: f8e4m3, n: i32) {
+    let offs = program_id(0) * 256 + arange(0, 256);
+    let m = offs < n;
+    let v = load(x + offs, m).to(f32) * s.to(f32);
+    store(out + offs, v, m);
+    store(y + offs, v.to(f8e5m2), m);
+}";
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_tensors_and_scalars() {
+    use tile_jit::float8::{F8E4M3, F8E5M2};
+    let g = gpu();
+    let cache = TempDir::new("fp8");
+    let source = Source::Text {
+        name: "fp8_io.tile".into(),
+        text: FP8_IO.into(),
+    };
+    let jit = Jit::new(&g, source, opts(&cache)).unwrap();
+    let k = jit.kernel("fp8_io", &[]).unwrap();
+    let n = 1000;
+    let xh: Vec<F8E4M3> = (0..n).map(|i| F8E4M3::from_f32(i as f32 * 0.37 - 150.0)).collect();
+    let x = DeviceTensor::upload(&g, &xh).unwrap();
+    let mut y = DeviceTensor::<F8E5M2>::zeros(&g, n).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    let s = F8E4M3::from_f32(1.5);
+    let args = [
+        Arg::buf(&x),
+        Arg::buf_mut(&mut y),
+        Arg::buf_mut(&mut out),
+        Arg::f8e4m3(s),
+        Arg::i32(n as i32),
+    ];
+    k.launch((n as u32).div_ceil(256), &args).unwrap();
+    let (got, got8) = (out.download().unwrap(), y.download().unwrap());
+    for i in 0..n {
+        let want = xh[i].to_f32() * s.to_f32();
+        assert_eq!(got[i], want, "element {i}");
+        let want8 = F8E5M2::from_f32(want);
+        assert_eq!(
+            F8E5M2::to_bits(&got8[i]),
+            F8E5M2::to_bits(&want8),
+            "element {i}: {want}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn async_launches_run_in_order() {

@@ -234,7 +234,9 @@ fn host(d: DType) -> Option<TokenStream> {
         DType::BF16 => quote!(::tile_jit::half::bf16),
         DType::F32 => quote!(f32),
         DType::F64 => quote!(f64),
-        DType::Bool | DType::F8E4M3 | DType::F8E5M2 => return None,
+        DType::F8E4M3 => quote!(::tile_jit::float8::F8E4M3),
+        DType::F8E5M2 => quote!(::tile_jit::float8::F8E5M2),
+        DType::Bool => return None,
     })
 }
 
