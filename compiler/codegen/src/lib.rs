@@ -96,19 +96,15 @@ pub enum CodegenError {
 
 impl CodegenError {
     pub(crate) fn unsupported(what: impl Into<String>, op: &str, loc: Loc) -> CodegenError {
-        CodegenError::Unsupported {
-            what: what.into(),
-            op: op.to_string(),
-            at: Self::at(loc),
-        }
-    }
-
-    /// ` at LINE:COL`, or nothing for ops without a source location.
-    fn at(loc: Loc) -> String {
-        if loc == Loc::default() {
+        let at = if loc == Loc::default() {
             String::new()
         } else {
             format!(" at {}:{}", loc.line, loc.col)
+        };
+        CodegenError::Unsupported {
+            what: what.into(),
+            op: op.to_string(),
+            at,
         }
     }
 }

@@ -115,7 +115,7 @@ impl GpuPlan {
                     .then(|| MmaPlan::wgmma_with_rows(m, n, kk, din, dacc, warps, rows));
                 let plan = match wg {
                     Some(Ok(p)) => Ok(p),
-                    Some(Err(why)) if din.bytes() == 1 && dacc == tile_lang::ir::DType::F32 => Err(why),
+                    Some(Err(why)) if din.is_fp8() && dacc == tile_lang::ir::DType::F32 => Err(why),
                     _ => MmaPlan::with_rows(m, n, kk, din, dacc, warps, rows),
                 };
                 if let Ok(pl) = &plan {
@@ -154,7 +154,7 @@ impl GpuPlan {
         let mn_major_fp8: Vec<ValueId> = p
             .dots
             .iter()
-            .filter(|(v, d)| matches!(d, Ok(pl) if pl.input.bytes() == 1 && !p.transposed_b.contains_key(v)))
+            .filter(|(v, d)| matches!(d, Ok(pl) if pl.input.is_fp8() && !p.transposed_b.contains_key(v)))
             .map(|(v, _)| *v)
             .collect();
         for v in mn_major_fp8 {

@@ -48,7 +48,8 @@ pub struct MmaPlan {
 pub enum Instr {
     /// `mma.sync.m16n8k16`, fragments loaded with `ldmatrix` (sm_80 and later).
     MmaSync,
-    /// `wgmma.mma_async.m64nNk16`, operands read from shared memory by descriptors (sm_90a).
+    /// `wgmma.mma_async.m64nNk16` (`k32` for fp8), operands read from shared memory by
+    /// descriptors (sm_90a).
     Wgmma,
 }
 
@@ -72,10 +73,11 @@ pub struct WgmmaOperand {
     pub lbo: u32,
     /// Stride-dimension byte offset (the stride between groups of 8 rows).
     pub sbo: u32,
-    /// Bytes added to the start for each k16 step inside a K block.
+    /// Bytes added to the start for each instruction's K step (k16, k32 for fp8) inside a K
+    /// block.
     pub k_step: u32,
-    /// k16 steps per K block (K-major operands wider than 64 elements are stored as blocks of
-    /// 64 columns; MN-major ones have a single block).
+    /// K steps per K block (K-major operands with rows wider than 128 bytes are stored as
+    /// blocks of 128-byte columns; MN-major ones have a single block).
     pub k_steps_per_block: u32,
     /// Bytes between K blocks.
     pub k_block: u32,
@@ -88,7 +90,7 @@ pub struct WgmmaOperand {
 }
 
 impl WgmmaOperand {
-    /// Bytes from the operand's start to k16 step `kk`'s.
+    /// Bytes from the operand's start to K step `kk`'s.
     pub fn k_offset(&self, kk: u32) -> u32 {
         (kk / self.k_steps_per_block) * self.k_block + (kk % self.k_steps_per_block) * self.k_step
     }
@@ -108,8 +110,7 @@ impl WgmmaOperand {
 /// Tensor cores take bf16 or f16 inputs into an f32 accumulator, and with `wgmma` fp8 (e4m3,
 /// e5m2) too.
 fn tensor_core_dtypes(input: DType, acc: DType, wgmma: bool) -> Result<(), NoMma> {
-    let fp8 = matches!(input, DType::F8E4M3 | DType::F8E5M2);
-    if (matches!(input, DType::BF16 | DType::F16) || fp8 && wgmma) && acc == DType::F32 {
+    if (matches!(input, DType::BF16 | DType::F16) || input.is_fp8() && wgmma) && acc == DType::F32 {
         Ok(())
     } else {
         Err(NoMma::Dtypes { input, acc })
@@ -267,7 +268,9 @@ impl MmaPlan {
         if bm % WGMMA_M != 0 || bm == 0 {
             return no(format!("{bm} rows per warpgroup: wgmma needs a multiple of 64"));
         }
-        if bn > WGMMA_MAX_N || bn < 16 || bn % Swizzle::mn_block(n, esz) != 0 {
+        // (8-bit B is read K-major: no column blocks to keep whole.)
+        let whole_blocks = esz == 1 || bn % Swizzle::mn_block(n, esz) == 0;
+        if bn > WGMMA_MAX_N || bn < 16 || !whole_blocks {
             return no(format!(
                 "{bn} columns per warpgroup: wgmma here takes 16 to 256 in whole blocks of B"
             ));
@@ -318,7 +321,7 @@ impl MmaPlan {
     }
 
     /// A K-major operand of `rows` rows (`group_rows` per warpgroup), stored in K blocks of up
-    /// to 64 elements ([`Swizzle::k_block`]).
+    /// to 128 bytes ([`Swizzle::k_block`]).
     fn k_major(&self, rows: usize, group_rows: usize) -> WgmmaOperand {
         let kb = Swizzle::k_block(self.k, self.input.bytes());
         let row = (kb * self.input.bytes()) as u32;

@@ -54,7 +54,7 @@ impl<'c> Lowering<'c, '_> {
                     .k
                     .ty(op.results[0])
                     .dtype()
-                    .filter(|d| is_fp8(*d))
+                    .filter(|d| d.is_fp8())
                     .and_then(FloatFormat::of) =>
             {
                 it.const_int(
@@ -76,7 +76,7 @@ impl<'c> Lowering<'c, '_> {
     pub(super) fn elementwise(&mut self, op: &Op) -> R<()> {
         if let OpKind::Cast(r) = op.kind
             && let Some(to) = self.k.ty(op.results[0]).dtype()
-            && (is_fp8(to) || is_fp8(self.dtype(op.operands[0])))
+            && (to.is_fp8() || self.dtype(op.operands[0]).is_fp8())
         {
             return self.fp8_in_pairs(op, self.dtype(op.operands[0]), to, r);
         }
@@ -117,12 +117,9 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// A conversion to or from fp8, two slots per `cvt` (`cvt.rn.satfinite.{e4m3,e5m2}x2.f32`
-    /// to fp8, `cvt.rn.f16x2.{e4m3,e5m2}x2` from it). Other dtypes go through f32 (to fp8) or
-    /// come from f16 (from fp8), which hold every value of the narrower side exactly, so each
-    /// element is rounded once, as the interpreter does (f64 and 64-bit integers round to f32
-    /// first: with 24 bits against fp8's 4 or 3, that double rounding gives the same result).
+    /// to fp8, `cvt.rn.f16x2.{e4m3,e5m2}x2` from it; see [`fp8_convert`](Self::fp8_convert)).
     fn fp8_in_pairs(&mut self, op: &Op, from: DType, to: DType, r: Rounding) -> R<()> {
-        if r == Rounding::Rtz && is_fp8(to) {
+        if r == Rounding::Rtz && to.is_fp8() {
             return Err(CodegenError::unsupported(
                 format!("round-toward-zero conversion from {from} to {to} (fp8 conversions round to nearest even)"),
                 "cast",
@@ -132,23 +129,48 @@ impl<'c> Lowering<'c, '_> {
         let x = self.elems(op.operands[0]);
         let mut out = Vec::with_capacity(x.len());
         for pair in x.chunks(2) {
-            let (lo, hi) = (pair[0], pair.get(1).copied());
-            let got = if is_fp8(to) {
-                let lo = self.cast(from, DType::F32, lo, op.loc)?;
-                let hi = hi.map(|h| self.cast(from, DType::F32, h, op.loc)).transpose()?;
-                self.to_fp8_pair(to, lo, hi)?
-            } else {
-                let (wide, lo, hi) = self.from_fp8_pair(from, lo, hi)?;
-                [Some(lo), hi]
-                    .into_iter()
-                    .flatten()
-                    .map(|h| self.cast(wide, to, h, op.loc))
-                    .collect::<R<Vec<_>>>()?
-            };
-            out.extend(got);
+            out.extend(self.fp8_convert(from, to, pair, op.loc)?);
         }
         self.set_elems(op.results[0], out);
         Ok(())
+    }
+
+    /// One or two values converted to or from fp8, each rounded once as the interpreter does:
+    /// to fp8 from the f32 of [`fp8_source`](Self::fp8_source), from fp8 through f16 (or f32),
+    /// which hold every fp8 value exactly.
+    fn fp8_convert(&self, from: DType, to: DType, x: &[BasicValueEnum<'c>], loc: Loc) -> R<Vec<BasicValueEnum<'c>>> {
+        let (lo, hi) = (x[0], x.get(1).copied());
+        if to.is_fp8() {
+            let lo = self.fp8_source(from, lo, loc)?;
+            let hi = hi.map(|h| self.fp8_source(from, h, loc)).transpose()?;
+            return self.to_fp8_pair(to, lo, hi);
+        }
+        let (wide, lo, hi) = self.from_fp8_pair(from, lo, hi)?;
+        [Some(lo), hi]
+            .into_iter()
+            .flatten()
+            .map(|h| self.cast(wide, to, h, loc))
+            .collect()
+    }
+
+    /// `x` (of dtype `from`) as the f32 that a conversion to fp8 rounds. Exact for f16, bf16
+    /// and integers up to 2^24 (larger ones saturate either way); an f64 is rounded to odd
+    /// (toward zero, the last bit set when that was inexact), which keeps the information a
+    /// second rounding to fp8's 4 or 3 bits needs to round as rounding `x` once would (rounding
+    /// f64 to f32 to nearest would not: 1.0625 + 2^-30 would become the tie 1.0625).
+    fn fp8_source(&self, from: DType, x: BasicValueEnum<'c>, loc: Loc) -> R<BasicValueEnum<'c>> {
+        if from != DType::F64 {
+            return self.cast(from, DType::F32, x, loc);
+        }
+        let b = &self.b;
+        let (f32t, i32t) = (self.ctx.f32_type(), self.ctx.i32_type());
+        let t = self.pure_asm(f32t.into(), "cvt.rz.f32.f64 $0, $1;", "=f,d", &[x])?;
+        let back = llvm(b.build_float_ext(t.into_float_value(), self.ctx.f64_type(), ""))?;
+        // ONE is false for NaN, which stays NaN.
+        let inexact = llvm(b.build_float_compare(FloatPredicate::ONE, back, x.into_float_value(), ""))?;
+        let bits = llvm(b.build_bit_cast(t, i32t, ""))?.into_int_value();
+        let bits = llvm(b.build_or(bits, llvm(b.build_int_z_extend(inexact, i32t, ""))?, ""))?;
+        llvm(b.build_bit_cast(bits, f32t, ""))
     }
 
     /// f32 `lo` (and `hi`) rounded to the fp8 `to` by one `cvt ... x2.f32` (or
@@ -651,13 +673,8 @@ impl<'c> Lowering<'c, '_> {
             let w = self.widen_narrow(from, x.into_int_value())?;
             return self.cast(wide_int(from), to, w.into(), loc);
         }
-        if is_fp8(to) {
-            let x = self.cast(from, DType::F32, x, loc)?;
-            return Ok(self.to_fp8_pair(to, x, None)?[0]);
-        }
-        if is_fp8(from) {
-            let (wide, h, _) = self.from_fp8_pair(from, x, None)?;
-            return self.cast(wide, to, h, loc);
+        if to.is_fp8() || from.is_fp8() {
+            return Ok(self.fp8_convert(from, to, &[x], loc)?[0]);
         }
         let tt = self.ty(Elem::Scalar(to));
         if to.is_bool() {
@@ -849,9 +866,4 @@ fn is_narrow_int(d: DType) -> bool {
 /// The 32-bit integer type of the same signedness as a narrow one.
 fn wide_int(d: DType) -> DType {
     if d.is_signed() { DType::I32 } else { DType::U32 }
-}
-
-/// Whether `d` is one of the 8-bit float formats.
-fn is_fp8(d: DType) -> bool {
-    matches!(d, DType::F8E4M3 | DType::F8E5M2)
 }

@@ -1,8 +1,9 @@
 //! Math functions on f64, which PTX has no instructions for: `exp`, `exp2`, `log`, `log2` (and
-//! `sigmoid` through `exp`), in f64 arithmetic with FMAs. Each is within a few ulps of the
-//! correctly rounded result over its whole range (3 ulps at most for `log2` near 1, 1 elsewhere,
-//! measured in f64 against 50-digit arithmetic when the algorithms were chosen); inputs past the
-//! range give inf, 0 and NaN as IEEE says.
+//! `sigmoid` through `exp`), `tanh`, `sin`, `cos`, `erf`, in f64 arithmetic with FMAs. Each is
+//! within a few ulps of the correctly rounded result over its whole range (3 ulps at most for
+//! `log2` near 1 and `tanh`, 2 for `sin`/`cos`, 1 for the others, measured in f64 against
+//! multi-precision arithmetic when the algorithms were chosen); inputs past the range give inf, 0
+//! and NaN as IEEE says.
 //!
 //! - exp: x = n ln2 + r with n = rint(x log2 e) and r reduced in two FMAs (ln 2 split in two
 //!   doubles), |r| <= ln2 / 2; e^r by its Taylor series to degree 13; 2^n applied as two powers

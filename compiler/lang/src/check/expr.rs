@@ -394,7 +394,7 @@ impl Cx<'_> {
             _ => {}
         }
         // fp8 values take part in arithmetic as f16, which holds both formats exactly.
-        if matches!(d, DType::F8E4M3 | DType::F8E5M2) {
+        if d.is_fp8() {
             d = DType::F16;
         }
         let ids = self.unify(parts, d, span)?;

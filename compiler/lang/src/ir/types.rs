@@ -81,6 +81,11 @@ impl DType {
         self.bits() as usize / 8
     }
 
+    /// The 8-bit float formats (`f8e4m3`, `f8e5m2`).
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DType::F8E4M3 | DType::F8E5M2)
+    }
+
     pub fn is_float(self) -> bool {
         matches!(
             self,

@@ -111,7 +111,7 @@ impl Cx<'_> {
             return self.fail(Diagnostic::error(span, format!("`{}` needs numbers", op.name())).label("bool argument"));
         }
         if exact && (d.is_float() || op == UnaryOp::Abs) {
-            if matches!(d, DType::F8E4M3 | DType::F8E5M2) {
+            if d.is_fp8() {
                 let up = self.cast(x, DType::F16, span)?;
                 let r = self.unary(op, up, span)?;
                 return self.cast(r, d, span);
