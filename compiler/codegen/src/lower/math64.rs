@@ -383,10 +383,28 @@ impl<'c> Lowering<'c, '_> {
             &[n.into()],
         )?;
         let q_small = llvm(b.build_and(n_i.into_int_value(), i32t.const_int(3, false), ""))?;
-        let (r_large, q_large) = self.payne_hanek(ax)?;
+        // Payne and Hanek only where needed (rarely): a branch around it, not a select.
         let small = llvm(b.build_float_compare(FloatPredicate::OLT, ax, self.f64c(SINCOS_SMALL), ""))?;
-        let r = llvm(b.build_select(small, r_small, r_large, ""))?.into_float_value();
-        let q = llvm(b.build_select(small, q_small, q_large, ""))?.into_int_value();
+        let before = b.get_insert_block().expect("inside a function");
+        let f = before.get_parent().expect("inside a function");
+        let (large_bb, reduced) = (
+            self.ctx.append_basic_block(f, "payne_hanek"),
+            self.ctx.append_basic_block(f, "reduced"),
+        );
+        llvm(b.build_conditional_branch(small, reduced, large_bb))?;
+        b.position_at_end(large_bb);
+        let (r_large, q_large) = self.payne_hanek(ax)?;
+        let large_end = b.get_insert_block().expect("inside a function");
+        llvm(b.build_unconditional_branch(reduced))?;
+        b.position_at_end(reduced);
+        let r = llvm(b.build_phi(self.ctx.f64_type(), "r"))?;
+        r.add_incoming(&[(&r_small, before), (&r_large, large_end)]);
+        let q = llvm(b.build_phi(i32t, "q"))?;
+        q.add_incoming(&[(&q_small, before), (&q_large, large_end)]);
+        let (r, q) = (
+            r.as_basic_value().into_float_value(),
+            q.as_basic_value().into_int_value(),
+        );
         // cos x = sin(x + π/2): one quadrant on.
         let q = llvm(b.build_int_add(q, i32t.const_int(cos as u64, false), ""))?;
         let r2 = llvm(b.build_float_mul(r, r, ""))?;
