@@ -91,7 +91,7 @@ fn compile_specialises_on_given_integer_arguments() {
     let (code, out, err) = tilec(&with_args);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("TMA on mbarriers") && out.contains("tensor map 1"),
+        out.contains("TMA ring of full/empty mbarriers") && out.contains("tensor map 1"),
         "{out}"
     );
     for (bad, says) in [

@@ -660,7 +660,7 @@ impl GpuPlan {
                 l.stage_bytes,
                 l.base,
                 match (l.tma(), l.loads.iter().all(|x| x.tma.is_some())) {
-                    (true, true) => "TMA on mbarriers",
+                    (true, true) => "TMA ring of full/empty mbarriers",
                     (true, false) => "TMA and cp.async",
                     _ => "cp.async",
                 },

@@ -14,7 +14,10 @@
 //!   into the next iteration (`LoopPipeline::async_dots`): copies then run `stages - 2` ahead,
 //!   so that the stage refilled is the one iteration `i - 2` read, whose instructions are done;
 //! - copies for iterations past the end are predicated off (they zero-fill), and the loop ends
-//!   with a wait for all groups.
+//!   with a wait for all groups;
+//! - when the TMA engine copies every staged load, the stages form a full/empty mbarrier ring
+//!   ([`LoopPipeline::ring`]) and the loop has no block-wide barrier: warps release a stage once
+//!   the instructions reading it are done, and thread 0 waits for that release before refilling.
 //!
 //! A tensor-core operand defined before such a loop (attention's Q) is written to its own
 //! buffer once, before the loop, instead of once per iteration.
@@ -84,18 +87,37 @@ impl LoopPipeline {
         self.loads.iter().any(|l| l.tma.is_some())
     }
 
+    /// Whether the stages form a full/empty mbarrier ring: every staged load is copied by the
+    /// TMA engine, so no thread copies and no iteration needs a block-wide barrier. A stage's
+    /// "full" barrier completes when its bytes land; its "empty" barrier when every warp has
+    /// finished the instructions that read it (one arrival per warp), and thread 0 waits for
+    /// that before refilling it. Warps (and warpgroups) then drift apart by up to `ahead`
+    /// iterations instead of meeting at a barrier every iteration.
+    pub fn ring(&self) -> bool {
+        !self.loads.is_empty() && self.loads.iter().all(|l| l.tma.is_some())
+    }
+
     /// Bytes the TMA engine writes into one stage (what each stage's mbarrier expects).
     pub fn tma_bytes(&self) -> u32 {
         self.loads.iter().filter_map(|l| l.tma).map(|b| b.bytes()).sum()
     }
 
     fn barrier_bytes(&self) -> u32 {
-        if self.tma() { 8 * self.stages } else { 0 }
+        match (self.tma(), self.ring()) {
+            (true, true) => 16 * self.stages,
+            (true, false) => 8 * self.stages,
+            _ => 0,
+        }
     }
 
-    /// Where stage `stage`'s mbarrier lives in shared memory (the loop copies with TMA).
+    /// Where stage `stage`'s (full) mbarrier lives in shared memory (the loop copies with TMA).
     pub fn barrier_addr(&self) -> u32 {
         self.base + self.stages * self.stage_bytes + self.resident_bytes
+    }
+
+    /// Where the empty mbarriers of a [`ring`](Self::ring) start (after the full ones).
+    pub fn empty_addr(&self) -> u32 {
+        self.barrier_addr() + 8 * self.stages
     }
 
     /// Where a resident operand's buffer starts in shared memory.

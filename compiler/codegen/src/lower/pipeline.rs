@@ -4,6 +4,9 @@
 //! (see `tile_gir::tma`) are issued by thread 0 as `cp.async.bulk.tensor` boxes that complete on
 //! their stage's mbarrier (armed with the stage's byte count); every thread waits on the
 //! barrier's phase for the iteration (`iteration / stages` mod 2) before reading the stage.
+//! When TMA copies every staged load (a ring), each warp's lane 0 also arrives on the stage's
+//! empty barrier once the instructions reading it are done, thread 0 waits on it before
+//! refilling the stage, and the iterations have no block-wide barrier.
 
 use inkwell::IntPredicate;
 use inkwell::values::{BasicValueEnum, IntValue};
@@ -31,15 +34,26 @@ impl<'c> Lowering<'c, '_> {
                 .is_some_and(|p| p.instr == tile_gir::mma::Instr::Wgmma)
         });
         let tma = pl.tma();
+        let ring = pl.ring();
         let cp = pl.loads.iter().any(|l| l.tma.is_none());
         if tma {
             // One barrier per stage, completed by the TMA bytes of its copies (count 1: the
-            // issuing thread's arrive).
+            // issuing thread's arrive); in a ring, one empty barrier per stage (one arrival per
+            // warp).
             let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
+            let warps = self.threads / 32;
             self.when(zero, |l| {
                 for st in 0..s {
                     let bar = l.barrier_ptr(pl, l.i32c(st as u64))?;
                     l.intr("llvm.nvvm.mbarrier.init.shared", &[], &[bar.into(), l.i32c(1).into()])?;
+                    if ring {
+                        let empty = l.empty_ptr(pl, l.i32c(st as u64))?;
+                        l.intr(
+                            "llvm.nvvm.mbarrier.init.shared",
+                            &[],
+                            &[empty.into(), l.i32c(warps as u64).into()],
+                        )?;
+                    }
                 }
                 l.intr("llvm.nvvm.fence.mbarrier_init.release.cluster", &[], &[])?;
                 Ok(())
@@ -59,6 +73,14 @@ impl<'c> Lowering<'c, '_> {
             let at = self.i32c(pl.resident_addr(r) as u64);
             self.operand_to_smem_at(r.load, &swz, at)?;
         }
+        if ring && !pl.resident.is_empty() {
+            // No barrier inside a ring's iterations: the resident operands are made visible
+            // (to wgmma's async proxy too) once, here.
+            if wgmma {
+                self.fence_proxy_async()?;
+            }
+            self.barrier()?;
+        }
         // Prologue: iterations 0 .. ahead into stages 0 .. ahead.
         let ahead = pl.ahead;
         let mut args = vec![Repr::Scalar(lo.into())];
@@ -67,7 +89,7 @@ impl<'c> Lowering<'c, '_> {
             if st > 0 {
                 args = self.advance(op, pl, &args, step)?;
             }
-            self.issue(op, pl, &args, self.i32c(st as u64), hi, signed)?;
+            self.issue(op, pl, &args, self.i32c(st as u64), hi, signed, None)?;
             if cp {
                 self.cp_async_commit()?;
             }
@@ -94,7 +116,7 @@ impl<'c> Lowering<'c, '_> {
                 l.cp_async_wait(ahead - 1)?;
             }
             // Generic-proxy writes (cp.async copies, resident operands) made visible to wgmma.
-            if wgmma && (cp || !pl.resident.is_empty()) {
+            if wgmma && !ring && (cp || !pl.resident.is_empty()) {
                 l.fence_proxy_async()?;
             }
             if tma {
@@ -103,12 +125,17 @@ impl<'c> Lowering<'c, '_> {
                 let bar = l.barrier_ptr(pl, read)?;
                 l.mbarrier_wait(bar, parity)?;
             }
-            l.barrier()?;
+            if !ring {
+                l.barrier()?;
+            }
             let mut future = args.clone();
             for _ in 0..ahead {
                 future = l.advance(op, pl, &future, step)?;
             }
-            l.issue(op, pl, &future, write, hi, signed)?;
+            // In a ring, the stage refilled was last read `stages` iterations earlier (if ever):
+            // thread 0 waits for that use's release, completion number later / stages - 1.
+            let release = ring.then_some(later);
+            l.issue(op, pl, &future, write, hi, signed, release)?;
             if cp {
                 l.cp_async_commit()?;
             }
@@ -123,7 +150,20 @@ impl<'c> Lowering<'c, '_> {
             for ld in pl.loads.iter().chain(&pl.resident) {
                 l.staged.remove(&ld.load);
             }
-            Ok(Self::flatten(&y?))
+            let y = y?;
+            if ring {
+                // The stage whose readers are done: this iteration's, or with a wgmma still in
+                // flight, the previous iteration's (this iteration's wait_group 1 retired it).
+                if pl.async_dots.is_empty() {
+                    l.release_stage(pl, read, None)?;
+                } else {
+                    let prev = llvm(l.b.build_int_add(it, l.i32c((s - 1) as u64), ""))?;
+                    let prev = llvm(l.b.build_int_unsigned_rem(prev, sc, ""))?;
+                    let first = llvm(l.b.build_int_compare(IntPredicate::EQ, it, l.i32c(0), ""))?;
+                    l.release_stage(pl, prev, Some(first))?;
+                }
+            }
+            Ok(Self::flatten(&y))
         })?;
         if cp {
             self.cp_async_wait(0)?;
@@ -144,6 +184,10 @@ impl<'c> Lowering<'c, '_> {
                 for st in 0..s {
                     let bar = l.barrier_ptr(pl, l.i32c(st as u64))?;
                     l.intr("llvm.nvvm.mbarrier.inval.shared", &[], &[bar.into()])?;
+                    if ring {
+                        let empty = l.empty_ptr(pl, l.i32c(st as u64))?;
+                        l.intr("llvm.nvvm.mbarrier.inval.shared", &[], &[empty.into()])?;
+                    }
                 }
                 Ok(())
             })?;
@@ -161,6 +205,30 @@ impl<'c> Lowering<'c, '_> {
     /// memory.
     fn operand_swizzle(&self, plan: &tile_gir::mma::MmaPlan, dot: ValueId, operand: usize) -> tile_gir::mma::Swizzle {
         plan.operand_smem(operand, self.plan.transposed_b.contains_key(&dot))
+    }
+
+    /// Stage `stage`'s empty mbarrier (a ring's).
+    fn empty_ptr(&self, pl: &LoopPipeline, stage: IntValue<'c>) -> R<inkwell::values::PointerValue<'c>> {
+        let off = llvm(self.b.build_int_mul(stage, self.i32c(8), ""))?;
+        let off = llvm(self.b.build_int_add(off, self.i32c(pl.empty_addr() as u64), ""))?;
+        self.smem_abs_ptr(off)
+    }
+
+    /// Every warp's lane 0 arrives on stage `stage`'s empty barrier once the whole warp is here
+    /// (skipped where `skip` holds).
+    fn release_stage(&mut self, pl: &LoopPipeline, stage: IntValue<'c>, skip: Option<IntValue<'c>>) -> R<()> {
+        self.intr("llvm.nvvm.bar.warp.sync", &[], &[self.i32c(0xffff_ffff).into()])?;
+        let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
+        let mut go = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
+        if let Some(skip) = skip {
+            let not = llvm(self.b.build_not(skip, ""))?;
+            go = llvm(self.b.build_and(go, not, ""))?;
+        }
+        let empty = self.empty_ptr(pl, stage)?;
+        self.when(go, |l| {
+            l.intr1("llvm.nvvm.mbarrier.arrive.shared", &[], &[empty.into()])?;
+            Ok(())
+        })
     }
 
     /// Stage `stage`'s mbarrier.
@@ -238,6 +306,7 @@ impl<'c> Lowering<'c, '_> {
         stage: IntValue<'c>,
         hi: IntValue<'c>,
         signed: bool,
+        release: Option<IntValue<'c>>,
     ) -> R<()> {
         let body = &op.regions[0];
         self.lower_slice(body, &pl.issue_ops, args)?;
@@ -317,6 +386,17 @@ impl<'c> Lowering<'c, '_> {
             }
             let bytes = pl.tma_bytes();
             self.when(go, |l| {
+                if let Some(later) = release {
+                    // `later`: the iteration issued. Its stage's use `later / stages - 1` (the
+                    // completion to wait for) exists from the second round of stages on.
+                    let sc = l.i32c(pl.stages as u64);
+                    let round = llvm(l.b.build_int_unsigned_div(later, sc, ""))?;
+                    let used = llvm(l.b.build_int_compare(IntPredicate::NE, round, l.i32c(0), ""))?;
+                    let parity = llvm(l.b.build_int_add(round, l.i32c(1), ""))?;
+                    let parity = llvm(l.b.build_and(parity, l.i32c(1), ""))?;
+                    let empty = l.empty_ptr(pl, stage)?;
+                    l.when(used, |l| l.mbarrier_wait(empty, parity))?;
+                }
                 l.intr1(
                     "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta",
                     &[],
