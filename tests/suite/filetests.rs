@@ -15,7 +15,8 @@
 //!
 //! An optional `| grep A,B,C` suffix keeps only the stdout lines containing any of the
 //! comma-separated words (comment lines left out) and counts them: each kept line is reduced to
-//! its instruction — the mnemonic, `@p ` before it when predicated (`@!p ` when negated) — or,
+//! its instruction — the mnemonic, `@p ` before it when predicated (`@!p ` when negated), and
+//! for `wgmma.wait_group` / `cp.async.wait_group` the count of groups left in flight — or,
 //! for a directive (a line starting with `.`), the whole line without its `;`; the output is one
 //! `N × INSTRUCTION` line per distinct instruction, sorted by instruction. That pins codegen
 //! decisions (vector widths, barrier counts) without pinning register numbers.
@@ -197,6 +198,10 @@ fn instruction(line: &str) -> String {
         Some(p) => {
             let neg = if p.starts_with('!') { "!" } else { "" };
             format!("@{neg}p {}", words.next().unwrap_or(""))
+        }
+        // How many groups a wait leaves in flight is what a pipeline is about: kept.
+        None if first.ends_with("wait_group.sync.aligned") || first == "cp.async.wait_group" => {
+            format!("{first} {}", words.next().unwrap_or(""))
         }
         None => first.to_string(),
     }

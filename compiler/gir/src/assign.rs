@@ -6,7 +6,8 @@
 //! - elementwise ops whose tile operands all hold it, or are broadcasts (which gather from
 //!   shared memory, or splat a scalar, into any layout as cheaply as into the blocked one);
 //! - loop-carried values whose next value holds it (the initial value is converted once, before
-//!   the loop), and `if` results both branches yield in it;
+//!   the loop) or whose initial value does (the next value is converted if it differs), and
+//!   `if` results both branches yield in it;
 //! - `multiple_of` / `max_contiguous`, which pass their operand through, and `expand_dims` /
 //!   `reshape`, which keep the flat index;
 //! - reductions along an axis ([`LinearLayout::reduce_axis`]): the result takes the layout
@@ -454,6 +455,19 @@ impl GpuPlan {
 
     fn propagate(&mut self, k: &Kernel, r: &Region) {
         for op in &r.ops {
+            // A loop-carried tile whose initial value already has a layout keeps it in the
+            // body (the yield is converted to it if the body leaves it).
+            if let OpKind::For { .. } = op.kind {
+                for (i, res) in op.results.iter().enumerate() {
+                    if let Some(l) = self.layouts.get(&op.operands[3 + i]).cloned()
+                        && !self.layouts.contains_key(res)
+                        && !k.ty(*res).is_scalar()
+                    {
+                        self.layouts.insert(*res, l.clone());
+                        self.layouts.insert(op.regions[0].args[i + 1], l);
+                    }
+                }
+            }
             for sub in &op.regions {
                 self.propagate(k, sub);
             }

@@ -154,7 +154,10 @@ impl<'c> Lowering<'c, '_> {
 
     /// `dot` on `wgmma.mma_async`: both operands in shared memory (copied ahead by a pipelined
     /// loop, or written to scratch here), each warpgroup's m64 instructions read them through
-    /// descriptors, and the accumulators come back after `wgmma.wait_group 0`.
+    /// descriptors, and the accumulators come back after a `wgmma.wait_group`: right away when
+    /// the dot wrote its operands to scratch, else where its result is first used
+    /// ([`settle_wgmma`](Self::settle_wgmma)), so that later instructions (another dot, a
+    /// softmax) run while it computes.
     fn dot_wgmma(&mut self, op: &Op, plan: &MmaPlan) -> R<()> {
         let (a, b, c) = (op.operands[0], op.operands[1], op.operands[2]);
         let (b, bt) = match self.plan.transposed_b.get(&op.results[0]) {
@@ -171,7 +174,18 @@ impl<'c> Lowering<'c, '_> {
         let a_in_smem = a_regs.is_none();
         let scratch = self.plan.pipeline_bytes;
         let b_off = plan.b_offset() as u32;
-        if (sa.is_none() && a_in_smem) || sb.is_none() {
+        let in_flight = self
+            .plan
+            .pipelines
+            .values()
+            .any(|p| p.async_dots.iter().any(|(d, _)| *d == op.results[0]));
+        let uses_scratch = (sa.is_none() && a_in_smem) || sb.is_none();
+        let lazy = !in_flight && !uses_scratch;
+        if !lazy {
+            // Its waits count every group committed before: those are waited for first.
+            self.wait_wgmma(self.pending_wgmma.len())?;
+        }
+        if uses_scratch {
             self.need_smem(plan.smem_bytes() as u32);
             self.barrier()?;
             if sa.is_none() && a_in_smem {
@@ -221,19 +235,63 @@ impl<'c> Lowering<'c, '_> {
         }
         self.intr("llvm.nvvm.wgmma.commit_group.sync.aligned", &[], &[])?;
         // In a pipelined loop that only carries the accumulator to this dot again, the group
-        // stays in flight (the loop waits for it at its end); else wait for it here.
-        let in_flight = self
-            .plan
-            .pipelines
-            .values()
-            .any(|p| p.async_dots.iter().any(|(d, _)| *d == op.results[0]));
+        // stays in flight (the loop waits for it at its end); a dot that read only stage and
+        // resident buffers (or registers) is waited for at its result's first use; else here.
         let acc = if in_flight {
             self.asm(None, "wgmma.wait_group.sync.aligned 1;", "", &[])?;
+            acc
+        } else if lazy {
+            self.pending_wgmma.push(op.results[0]);
             acc
         } else {
             self.wgmma_wait(&acc)?
         };
         self.set(op.results[0], Repr::Tile(acc));
+        Ok(())
+    }
+
+    /// Before `op`: waits for the pending wgmma dots it reads (and the older ones, which
+    /// `wait_group` retires in order), or for all of them before a region (a loop's iterations
+    /// and an `if`'s branches start and end with none pending) and at a `yield`.
+    pub(super) fn settle_wgmma(&mut self, op: &Op) -> R<()> {
+        if self.pending_wgmma.is_empty() {
+            return Ok(());
+        }
+        let upto = if matches!(op.kind, OpKind::Yield) || !op.regions.is_empty() {
+            self.pending_wgmma.len()
+        } else {
+            match self.pending_wgmma.iter().rposition(|v| op.operands.contains(v)) {
+                Some(i) => i + 1,
+                None => return Ok(()),
+            }
+        };
+        self.wait_wgmma(upto)
+    }
+
+    /// Waits for the oldest `n` pending wgmma dots (`wait_group` with the younger ones left in
+    /// flight), their accumulators passed through the wait so that nothing reads them earlier.
+    pub(super) fn wait_wgmma(&mut self, n: usize) -> R<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let done: Vec<ValueId> = self.pending_wgmma.drain(..n).collect();
+        let left = self.pending_wgmma.len();
+        let tiles: Vec<Vec<BasicValueEnum<'c>>> = done.iter().map(|v| self.elems(*v)).collect();
+        let flat: Vec<BasicValueEnum<'c>> = tiles.concat();
+        let n = flat.len();
+        let mut cons: Vec<String> = vec!["=f".into(); n];
+        cons.extend((0..n).map(|i| i.to_string()));
+        let out = self.asm_values(
+            &format!("wgmma.wait_group.sync.aligned {left};"),
+            &cons.join(","),
+            &flat,
+            n,
+        )?;
+        let mut at = 0;
+        for (v, t) in done.iter().zip(&tiles) {
+            self.set(*v, Repr::Tile(out[at..at + t.len()].to_vec()));
+            at += t.len();
+        }
         Ok(())
     }
 

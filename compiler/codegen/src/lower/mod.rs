@@ -86,6 +86,7 @@ pub(crate) fn lower<'c>(
         map_of: prepared.map_of.clone(),
         map_params: Vec::new(),
         in_pipeline: 0,
+        pending_wgmma: Vec::new(),
     };
     l.kernel()?;
     Ok(l.smem_bytes.max(l.plan.pipeline_bytes))
@@ -153,6 +154,10 @@ struct Lowering<'c, 'a> {
     map_params: Vec<PointerValue<'c>>,
     /// How many pipelined loops enclose the op being lowered (scratch goes after their buffers).
     in_pipeline: u32,
+    /// wgmma dots committed but not yet waited for, oldest first (see `settle_wgmma`): their
+    /// values hold the accumulators as the instructions will leave them, read only through a
+    /// `wgmma.wait_group`.
+    pending_wgmma: Vec<ValueId>,
 }
 
 fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {
@@ -232,6 +237,7 @@ impl<'c> Lowering<'c, '_> {
             self.vals.insert(*a, v.clone());
         }
         for op in &r.ops {
+            self.settle_wgmma(op)?;
             if let OpKind::Yield = op.kind {
                 return (0..op.operands.len())
                     .map(|i| self.operand_in(op, i, yields_to))
@@ -252,6 +258,7 @@ impl<'c> Lowering<'c, '_> {
                 self.vals.insert(v, r);
             }
         }
+        self.wait_wgmma(self.pending_wgmma.len())?;
         Ok(vec![])
     }
 
