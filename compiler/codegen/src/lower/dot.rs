@@ -102,7 +102,7 @@ impl<'c> Lowering<'c, '_> {
         };
         // Operands a pipelined loop did not copy ahead go through scratch: the previous readers
         // (an earlier iteration's ldmatrix) must be done before they are overwritten.
-        let scratch = self.plan.pipeline_bytes;
+        let scratch = self.plan.scratch_base(self.in_pipeline > 0);
         let b_off = plan.b_offset() as u32;
         if (sa.is_none() && a_regs.is_none()) || sb.is_none() {
             self.need_smem(plan.smem_bytes() as u32);
@@ -172,7 +172,7 @@ impl<'c> Lowering<'c, '_> {
             None
         };
         let a_in_smem = a_regs.is_none();
-        let scratch = self.plan.pipeline_bytes;
+        let scratch = self.plan.scratch_base(self.in_pipeline > 0);
         let b_off = plan.b_offset() as u32;
         let in_flight = self
             .plan
@@ -218,13 +218,19 @@ impl<'c> Lowering<'c, '_> {
         let per = plan.instr_n() / 2;
         let tm = plan.tiles_m();
         self.intr("llvm.nvvm.wgmma.fence.sync.aligned", &[], &[])?;
+        // A's fragment registers, which the instructions read until they are done.
+        let mut a_frags: Vec<BasicValueEnum<'c>> = Vec::new();
         for kk in 0..plan.steps_k() {
             for mi in 0..tm {
                 let a_op = match (&a_desc, &a_regs) {
                     (Some(d), _) => {
                         WgmmaA::Desc(self.desc_plus(*d, mi as u32 * da.tile_step + da.k_offset(kk as u32))?)
                     }
-                    (None, Some(map)) => WgmmaA::Regs(self.pack_fragment(&a_vals, map, 8 * (mi + tm * kk))?),
+                    (None, Some(map)) => {
+                        let f = self.pack_fragment(&a_vals, map, 8 * (mi + tm * kk))?;
+                        a_frags.extend(f.iter().copied());
+                        WgmmaA::Regs(f)
+                    }
                     (None, None) => unreachable!("A is in shared memory or registers"),
                 };
                 let bd = self.desc_plus(b_desc, db.k_offset(kk as u32))?;
@@ -241,7 +247,7 @@ impl<'c> Lowering<'c, '_> {
             self.asm(None, "wgmma.wait_group.sync.aligned 1;", "", &[])?;
             acc
         } else if lazy {
-            self.pending_wgmma.push(op.results[0]);
+            self.pending_wgmma.push((op.results[0], a_frags));
             acc
         } else {
             self.wgmma_wait(&acc)?
@@ -260,7 +266,7 @@ impl<'c> Lowering<'c, '_> {
         let upto = if matches!(op.kind, OpKind::Yield) || !op.regions.is_empty() {
             self.pending_wgmma.len()
         } else {
-            match self.pending_wgmma.iter().rposition(|v| op.operands.contains(v)) {
+            match self.pending_wgmma.iter().rposition(|(v, _)| op.operands.contains(v)) {
                 Some(i) => i + 1,
                 None => return Ok(()),
             }
@@ -269,18 +275,24 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// Waits for the oldest `n` pending wgmma dots (`wait_group` with the younger ones left in
-    /// flight), their accumulators passed through the wait so that nothing reads them earlier.
+    /// flight), their accumulators passed through the wait so that nothing reads them earlier,
+    /// and the fragment registers of an A read from registers passed to it too, so that nothing
+    /// overwrites them while the instructions read them (ptxas would serialise every wgmma).
     pub(super) fn wait_wgmma(&mut self, n: usize) -> R<()> {
         if n == 0 {
             return Ok(());
         }
-        let done: Vec<ValueId> = self.pending_wgmma.drain(..n).collect();
+        let done: Vec<(ValueId, Vec<BasicValueEnum<'c>>)> = self.pending_wgmma.drain(..n).collect();
         let left = self.pending_wgmma.len();
-        let tiles: Vec<Vec<BasicValueEnum<'c>>> = done.iter().map(|v| self.elems(*v)).collect();
-        let flat: Vec<BasicValueEnum<'c>> = tiles.concat();
+        let tiles: Vec<Vec<BasicValueEnum<'c>>> = done.iter().map(|(v, _)| self.elems(*v)).collect();
+        let mut flat: Vec<BasicValueEnum<'c>> = tiles.concat();
         let n = flat.len();
         let mut cons: Vec<String> = vec!["=f".into(); n];
         cons.extend((0..n).map(|i| i.to_string()));
+        for (_, frags) in &done {
+            cons.extend(frags.iter().map(|_| "r".to_string()));
+            flat.extend(frags.iter().copied());
+        }
         let out = self.asm_values(
             &format!("wgmma.wait_group.sync.aligned {left};"),
             &cons.join(","),
@@ -288,7 +300,7 @@ impl<'c> Lowering<'c, '_> {
             n,
         )?;
         let mut at = 0;
-        for (v, t) in done.iter().zip(&tiles) {
+        for ((v, _), t) in done.iter().zip(&tiles) {
             self.set(*v, Repr::Tile(out[at..at + t.len()].to_vec()));
             at += t.len();
         }

@@ -157,7 +157,7 @@ struct Lowering<'c, 'a> {
     /// wgmma dots committed but not yet waited for, oldest first (see `settle_wgmma`): their
     /// values hold the accumulators as the instructions will leave them, read only through a
     /// `wgmma.wait_group`.
-    pending_wgmma: Vec<ValueId>,
+    pending_wgmma: Vec<(ValueId, Vec<BasicValueEnum<'c>>)>,
 }
 
 fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {
