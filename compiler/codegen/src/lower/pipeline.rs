@@ -209,9 +209,7 @@ impl<'c> Lowering<'c, '_> {
 
     /// Stage `stage`'s empty mbarrier (a ring's).
     fn empty_ptr(&self, pl: &LoopPipeline, stage: IntValue<'c>) -> R<inkwell::values::PointerValue<'c>> {
-        let off = llvm(self.b.build_int_mul(stage, self.i32c(8), ""))?;
-        let off = llvm(self.b.build_int_add(off, self.i32c(pl.empty_addr() as u64), ""))?;
-        self.smem_abs_ptr(off)
+        self.mbarrier_of(pl.empty_addr(), stage)
     }
 
     /// Every warp's lane 0 arrives on stage `stage`'s empty barrier once the whole warp is here
@@ -233,8 +231,13 @@ impl<'c> Lowering<'c, '_> {
 
     /// Stage `stage`'s mbarrier.
     fn barrier_ptr(&self, pl: &LoopPipeline, stage: IntValue<'c>) -> R<inkwell::values::PointerValue<'c>> {
+        self.mbarrier_of(pl.barrier_addr(), stage)
+    }
+
+    /// The mbarrier of stage `stage` in an array of them (8 bytes each) at shared byte `first`.
+    fn mbarrier_of(&self, first: u32, stage: IntValue<'c>) -> R<inkwell::values::PointerValue<'c>> {
         let off = llvm(self.b.build_int_mul(stage, self.i32c(8), ""))?;
-        let off = llvm(self.b.build_int_add(off, self.i32c(pl.barrier_addr() as u64), ""))?;
+        let off = llvm(self.b.build_int_add(off, self.i32c(first as u64), ""))?;
         self.smem_abs_ptr(off)
     }
 
