@@ -19,9 +19,51 @@ use super::{Lowering, R, Repr, llvm};
 impl<'c> Lowering<'c, '_> {
     pub(super) fn for_pipelined(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
         self.in_pipeline += 1;
-        let r = self.for_pipelined_inner(op, pl);
+        let r = if pl.async_dots.is_empty() {
+            self.for_pipelined_inner(op, pl)
+        } else {
+            self.unless_empty(op, pl)
+        };
         self.in_pipeline -= 1;
         r
+    }
+
+    /// A loop whose wgmma stays in flight across iterations runs only when it has iterations;
+    /// otherwise its results are its initial values. The wait after the loop then sees the
+    /// accumulators from the loop alone: were the initial values (zeros set before the loop)
+    /// to reach it too, ptxas would find instructions defining the accumulators between a
+    /// wgmma and its wait and serialise every wgmma of the kernel (C7515).
+    fn unless_empty(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
+        let (lo, hi, _, signed, inits) = self.loop_operands(op)?;
+        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
+        let runs = llvm(self.b.build_int_compare(pred, lo, hi, "runs"))?;
+        let f = self.func();
+        let (ran, skip, merge) = (
+            self.ctx.append_basic_block(f, "pipelined"),
+            self.ctx.append_basic_block(f, "no_iterations"),
+            self.ctx.append_basic_block(f, "after_pipelined"),
+        );
+        llvm(self.b.build_conditional_branch(runs, ran, skip))?;
+        self.b.position_at_end(ran);
+        self.for_pipelined_inner(op, pl)?;
+        let out: Vec<Repr<'c>> = op.results.iter().map(|r| self.get(*r)).collect();
+        let from_loop = Self::flatten(&out);
+        let ran_end = self.b.get_insert_block().expect("inside the kernel");
+        llvm(self.b.build_unconditional_branch(merge))?;
+        self.b.position_at_end(skip);
+        let from_inits = Self::flatten(&inits);
+        llvm(self.b.build_unconditional_branch(merge))?;
+        self.b.position_at_end(merge);
+        let mut merged = Vec::new();
+        for (a, b) in from_loop.iter().zip(&from_inits) {
+            let phi = llvm(self.b.build_phi(a.get_type(), "r"))?;
+            phi.add_incoming(&[(a, ran_end), (b, skip)]);
+            merged.push(phi.as_basic_value());
+        }
+        for (r, v) in op.results.iter().zip(Self::rebuild(&out, &merged)) {
+            self.set(*r, v);
+        }
+        Ok(())
     }
 
     fn for_pipelined_inner(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
