@@ -16,14 +16,19 @@ use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, llvm};
 
+/// A `for`'s lower and upper bounds, step, signedness and initial values (`loop_operands`).
+type LoopBounds<'c> = (IntValue<'c>, IntValue<'c>, IntValue<'c>, bool, Vec<Repr<'c>>);
+
 impl<'c> Lowering<'c, '_> {
     pub(super) fn for_pipelined(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
         self.in_pipeline += 1;
-        let r = if pl.async_dots.is_empty() {
-            self.for_pipelined_inner(op, pl)
-        } else {
-            self.unless_empty(op, pl)
-        };
+        let r = self.loop_operands(op).and_then(|bounds| {
+            if pl.async_dots.is_empty() {
+                self.for_pipelined_inner(op, pl, bounds)
+            } else {
+                self.unless_empty(op, pl, bounds)
+            }
+        });
         self.in_pipeline -= 1;
         r
     }
@@ -33,8 +38,8 @@ impl<'c> Lowering<'c, '_> {
     /// accumulators from the loop alone: were the initial values (zeros set before the loop)
     /// to reach it too, ptxas would find instructions defining the accumulators between a
     /// wgmma and its wait and serialise every wgmma of the kernel (C7515).
-    fn unless_empty(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
-        let (lo, hi, _, signed, inits) = self.loop_operands(op)?;
+    fn unless_empty(&mut self, op: &Op, pl: &LoopPipeline, bounds: LoopBounds<'c>) -> R<()> {
+        let (lo, hi, _, signed, inits) = bounds.clone();
         let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
         let runs = llvm(self.b.build_int_compare(pred, lo, hi, "runs"))?;
         let f = self.func();
@@ -45,7 +50,7 @@ impl<'c> Lowering<'c, '_> {
         );
         llvm(self.b.build_conditional_branch(runs, ran, skip))?;
         self.b.position_at_end(ran);
-        self.for_pipelined_inner(op, pl)?;
+        self.for_pipelined_inner(op, pl, bounds)?;
         let out: Vec<Repr<'c>> = op.results.iter().map(|r| self.get(*r)).collect();
         let from_loop = Self::flatten(&out);
         let ran_end = self.b.get_insert_block().expect("inside the kernel");
@@ -66,8 +71,8 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    fn for_pipelined_inner(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
-        let (lo, hi, step, signed, inits) = self.loop_operands(op)?;
+    fn for_pipelined_inner(&mut self, op: &Op, pl: &LoopPipeline, bounds: LoopBounds<'c>) -> R<()> {
+        let (lo, hi, step, signed, inits) = bounds;
         let s = pl.stages;
         // Operands wgmma reads (through the async proxy) are fenced after they land.
         let wgmma = pl.loads.iter().chain(&pl.resident).any(|ld| {
