@@ -117,30 +117,47 @@ impl<'c> Lowering<'c, '_> {
 
     pub(super) fn if_op(&mut self, op: &Op) -> R<()> {
         let c = self.scalar(op.operands[0]).into_int_value();
+        let out = self.either(
+            c,
+            |l| l.region(&op.regions[0], &[], &op.results),
+            |l| l.region(&op.regions[1], &[], &op.results),
+        )?;
+        for (r, v) in op.results.iter().zip(out) {
+            self.set(*r, v);
+        }
+        Ok(())
+    }
+
+    /// Runs `then` where `cond` holds and `otherwise` elsewhere; both give values of the same
+    /// shapes, merged (with phis) into what comes after.
+    pub(super) fn either(
+        &mut self,
+        cond: IntValue<'c>,
+        then: impl FnOnce(&mut Self) -> R<Vec<Repr<'c>>>,
+        otherwise: impl FnOnce(&mut Self) -> R<Vec<Repr<'c>>>,
+    ) -> R<Vec<Repr<'c>>> {
         let f = self.func();
         let (tb, eb, done) = (
             self.ctx.append_basic_block(f, "then"),
             self.ctx.append_basic_block(f, "else"),
             self.ctx.append_basic_block(f, "endif"),
         );
-        llvm(self.b.build_conditional_branch(c, tb, eb))?;
-        let mut arms = Vec::new();
-        for (bb, region) in [(tb, &op.regions[0]), (eb, &op.regions[1])] {
-            self.b.position_at_end(bb);
-            let y = self.region(region, &[], &op.results)?;
-            arms.push((Self::flatten(&y), y, self.b.get_insert_block().unwrap()));
-            llvm(self.b.build_unconditional_branch(done))?;
-        }
+        llvm(self.b.build_conditional_branch(cond, tb, eb))?;
+        self.b.position_at_end(tb);
+        let a = then(self)?;
+        let a_end = self.b.get_insert_block().expect("inside the kernel");
+        llvm(self.b.build_unconditional_branch(done))?;
+        self.b.position_at_end(eb);
+        let b = otherwise(self)?;
+        let b_end = self.b.get_insert_block().expect("inside the kernel");
+        llvm(self.b.build_unconditional_branch(done))?;
         self.b.position_at_end(done);
         let mut merged = Vec::new();
-        for i in 0..arms[0].0.len() {
-            let phi = llvm(self.b.build_phi(arms[0].0[i].get_type(), ""))?;
-            phi.add_incoming(&[(&arms[0].0[i], arms[0].2), (&arms[1].0[i], arms[1].2)]);
+        for (x, y) in Self::flatten(&a).iter().zip(&Self::flatten(&b)) {
+            let phi = llvm(self.b.build_phi(x.get_type(), ""))?;
+            phi.add_incoming(&[(x, a_end), (y, b_end)]);
             merged.push(phi.as_basic_value());
         }
-        for (r, v) in op.results.iter().zip(Self::rebuild(&arms[0].1, &merged)) {
-            self.set(*r, v);
-        }
-        Ok(())
+        Ok(Self::rebuild(&a, &merged))
     }
 }

@@ -42,30 +42,15 @@ impl<'c> Lowering<'c, '_> {
         let (lo, hi, _, signed, inits) = bounds.clone();
         let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
         let runs = llvm(self.b.build_int_compare(pred, lo, hi, "runs"))?;
-        let f = self.func();
-        let (ran, skip, merge) = (
-            self.ctx.append_basic_block(f, "pipelined"),
-            self.ctx.append_basic_block(f, "no_iterations"),
-            self.ctx.append_basic_block(f, "after_pipelined"),
-        );
-        llvm(self.b.build_conditional_branch(runs, ran, skip))?;
-        self.b.position_at_end(ran);
-        self.for_pipelined_inner(op, pl, bounds)?;
-        let out: Vec<Repr<'c>> = op.results.iter().map(|r| self.get(*r)).collect();
-        let from_loop = Self::flatten(&out);
-        let ran_end = self.b.get_insert_block().expect("inside the kernel");
-        llvm(self.b.build_unconditional_branch(merge))?;
-        self.b.position_at_end(skip);
-        let from_inits = Self::flatten(&inits);
-        llvm(self.b.build_unconditional_branch(merge))?;
-        self.b.position_at_end(merge);
-        let mut merged = Vec::new();
-        for (a, b) in from_loop.iter().zip(&from_inits) {
-            let phi = llvm(self.b.build_phi(a.get_type(), "r"))?;
-            phi.add_incoming(&[(a, ran_end), (b, skip)]);
-            merged.push(phi.as_basic_value());
-        }
-        for (r, v) in op.results.iter().zip(Self::rebuild(&out, &merged)) {
+        let out = self.either(
+            runs,
+            |l| {
+                l.for_pipelined_inner(op, pl, bounds)?;
+                Ok(op.results.iter().map(|r| l.get(*r)).collect())
+            },
+            |_| Ok(inits),
+        )?;
+        for (r, v) in op.results.iter().zip(out) {
             self.set(*r, v);
         }
         Ok(())
