@@ -142,7 +142,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     module.set_triple(&triple);
     let threads = opts.num_warps * opts.target.warp_size;
-    let smem_bytes = lower::lower(
+    let (smem_bytes, block_threads) = lower::lower(
         &ctx,
         &module,
         kernel,
@@ -186,7 +186,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         name: kernel.name.clone(),
         llvm_ir,
         ptx,
-        threads_per_block: threads,
+        threads_per_block: block_threads,
         smem_bytes,
         tensor_maps: prepared.maps.clone(),
     })

@@ -168,7 +168,7 @@ impl GpuPlan {
             );
         }
         let mmas: HashMap<ValueId, MmaPlan> = p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
-        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b);
+        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, warps, stages, target, &mmas, &p.transposed_b);
         if p.dots.is_empty() {
             p.rows = row_layout(k, p.threads, p.max_vec);
             if let Some(l) = p.rows.clone() {
@@ -660,12 +660,21 @@ impl GpuPlan {
                     format!("%{} -> {} of dot %{}{how}", s.load.0, ["A", "B"][s.operand], s.dot.0)
                 })
                 .collect();
-            let in_flight = if l.async_dots.is_empty() {
+            let mut in_flight = if l.async_dots.is_empty() {
                 String::new()
             } else {
                 let d: Vec<String> = l.async_dots.iter().map(|(d, _)| format!("%{}", d.0)).collect();
                 format!(", wgmma {} in flight across iterations", d.join(" "))
             };
+            if let Some(pr) = &l.producer {
+                in_flight += &format!(
+                    ", copies issued by a producer warpgroup of {} threads",
+                    crate::pipeline::PRODUCER_THREADS
+                );
+                if let Some((p, c)) = pr.regs {
+                    in_flight += &format!(" (setmaxnreg: producer {p}, consumers {c} registers)");
+                }
+            }
             let _ = writeln!(
                 s,
                 "  loop %{}: {} stages of {} B at {} ({} {} ahead{in_flight}), staged {}",

@@ -33,6 +33,11 @@ pub struct Target {
     pub max_regs_per_thread: u32,
     /// Dynamic shared memory a block may use after opting in.
     pub max_smem_per_block: u32,
+    /// Registers of one SM (shared by its resident blocks).
+    pub regs_per_sm: u32,
+    /// Shared memory of one SM, and what the driver reserves of it per resident block.
+    pub smem_per_sm: u32,
+    pub smem_reserved_per_block: u32,
     pub warp_size: u32,
     /// Whether tensor-core dots may use `wgmma.mma_async` (Hopper's `sm_90a`; `sm_90` without
     /// the `a` keeps `mma.sync`).
@@ -49,6 +54,9 @@ pub const TARGETS: &[Target] = &[
         max_threads_per_block: 1024,
         max_regs_per_thread: 255,
         max_smem_per_block: 163 * 1024,
+        regs_per_sm: 65536,
+        smem_per_sm: 164 * 1024,
+        smem_reserved_per_block: 1024,
         warp_size: 32,
         wgmma: false,
         fp8: false,
@@ -59,6 +67,9 @@ pub const TARGETS: &[Target] = &[
         max_threads_per_block: 1024,
         max_regs_per_thread: 255,
         max_smem_per_block: 99 * 1024,
+        regs_per_sm: 65536,
+        smem_per_sm: 100 * 1024,
+        smem_reserved_per_block: 1024,
         warp_size: 32,
         wgmma: false,
         fp8: true,
@@ -69,6 +80,9 @@ pub const TARGETS: &[Target] = &[
         max_threads_per_block: 1024,
         max_regs_per_thread: 255,
         max_smem_per_block: 227 * 1024,
+        regs_per_sm: 65536,
+        smem_per_sm: 228 * 1024,
+        smem_reserved_per_block: 1024,
         warp_size: 32,
         wgmma: false,
         fp8: true,
@@ -79,6 +93,9 @@ pub const TARGETS: &[Target] = &[
         max_threads_per_block: 1024,
         max_regs_per_thread: 255,
         max_smem_per_block: 227 * 1024,
+        regs_per_sm: 65536,
+        smem_per_sm: 228 * 1024,
+        smem_reserved_per_block: 1024,
         warp_size: 32,
         wgmma: true,
         fp8: true,

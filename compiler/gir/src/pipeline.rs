@@ -17,7 +17,11 @@
 //!   with a wait for all groups;
 //! - when the TMA engine copies every staged load, the stages form a full/empty mbarrier ring
 //!   ([`LoopPipeline::ring`]) and the loop has no block-wide barrier: warps release a stage once
-//!   the instructions reading it are done, and thread 0 waits for that release before refilling.
+//!   the instructions reading it are done, and thread 0 waits for that release before refilling;
+//! - a ring loop at the top of the kernel gets a producer warpgroup ([`Producer`]) when
+//!   `#[warp_specialize]` asks for it, or by default when its buffers leave room for one block
+//!   per SM anyway: 128 more threads, one of which issues every copy, so that the warps
+//!   computing (the consumers) never wait to refill a stage.
 //!
 //! A tensor-core operand defined before such a loop (attention's Q) is written to its own
 //! buffer once, before the loop, instead of once per iteration.
@@ -29,6 +33,7 @@ use std::collections::{HashMap, HashSet};
 
 use tile_lang::ir::{ConstValue, Kernel, Op, OpKind, ValueId};
 
+use crate::Target;
 use crate::mma::{Instr, MmaPlan};
 use crate::tma::TmaBoxes;
 
@@ -74,7 +79,32 @@ pub struct LoopPipeline {
     /// iteration waits for the previous iteration's instructions only (`wait_group 1`), and the
     /// loop's end waits for all. By dot result, with the carried value's index.
     pub async_dots: Vec<(ValueId, usize)>,
+    /// The producer warpgroup that issues the copies, when the loop is warp-specialised.
+    pub producer: Option<Producer>,
 }
+
+/// Warp specialisation of a ring loop: the block gets a fourth (or second) warpgroup after the
+/// kernel's warps, the producer. It evaluates the scalar values the loop's copies need
+/// (`preamble`), waits once for the consumers to reach the loop (named barrier 1), then one of
+/// its threads runs the loop's iterations issuing copies only: it waits for a stage's release
+/// (its empty barrier), arms the full barrier and issues the stage's boxes, up to `stages`
+/// iterations ahead of the slowest consumer warp. The consumers (the kernel's warps, which run
+/// everything else) wait on full barriers and release stages as in any ring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Producer {
+    /// Ops of the kernel's top-level body (indices, in order) the producer evaluates before
+    /// its loop: the scalars the loop's bounds and copies read.
+    pub preamble: Vec<usize>,
+    /// Registers per thread after `setmaxnreg`, of the producer and of each consumer; `None`
+    /// when one consumer warpgroup already has every register it can address (255).
+    pub regs: Option<(u32, u32)>,
+}
+
+/// Threads in the producer warpgroup.
+pub const PRODUCER_THREADS: u32 = 128;
+
+/// Registers per thread of a producer warpgroup (it only computes addresses).
+const PRODUCER_REGS: u32 = 24;
 
 impl LoopPipeline {
     pub fn bytes(&self) -> u32 {
@@ -95,6 +125,14 @@ impl LoopPipeline {
     /// iterations instead of meeting at a barrier every iteration.
     pub fn ring(&self) -> bool {
         !self.loads.is_empty() && self.loads.iter().all(|l| l.tma.is_some())
+    }
+
+    /// Whether the loop runs only when it has iterations (its results are otherwise its initial
+    /// values): with a wgmma in flight across iterations (so that nothing defines the
+    /// accumulators between a wgmma and its wait), and with a producer (which then skips its
+    /// loop too, so that both sides meet at the named barrier or neither does).
+    pub fn guarded(&self) -> bool {
+        !self.async_dots.is_empty() || self.producer.is_some()
     }
 
     /// Bytes the TMA engine writes into one stage (what each stage's mbarrier expects).
@@ -126,12 +164,14 @@ impl LoopPipeline {
     }
 }
 
-/// Finds the pipelined loops of `k`; `stages` is the kernel's default (a loop's
+/// Finds the pipelined loops of `k` in blocks of `warps` warps; `stages` is the kernel's default (a loop's
 /// `#[stages(..)]` overrides it), `dots` the tensor-core plans by dot result. Returns the loops
 /// and the size of the pipeline region.
 pub fn plan(
     k: &Kernel,
+    warps: u32,
     stages: u32,
+    target: &Target,
     dots: &HashMap<ValueId, MmaPlan>,
     transposed_b: &HashMap<ValueId, ValueId>,
 ) -> (HashMap<ValueId, LoopPipeline>, u32) {
@@ -163,18 +203,18 @@ pub fn plan(
     let mut base = 0u32;
     let mut loops = Vec::new();
     k.walk(&mut |op| {
-        if let OpKind::For { stages: s } = op.kind {
+        if let OpKind::For { stages: s, .. } = op.kind {
             loops.push((op.clone(), s.unwrap_or(stages)));
         }
     });
     // wgmma reads its operands by descriptors whose swizzle acts on absolute address bits:
     // every buffer (and the scratch after the region) starts on its alignment.
     let align = dots.values().map(|d| d.smem_align()).max().unwrap_or(16);
-    for (op, s) in loops {
-        if s < 2 {
+    for (op, s) in &loops {
+        if *s < 2 {
             continue;
         }
-        if let Some(mut p) = plan_loop(&op, s, dots, transposed_b, &uses, &consts) {
+        if let Some(mut p) = plan_loop(op, *s, dots, transposed_b, &uses, &consts) {
             p.base = base;
             base += p.bytes().next_multiple_of(align);
             out.insert(op.regions[0].args[0], p);
@@ -182,6 +222,26 @@ pub fn plan(
     }
     if base > 0 {
         base = base.next_multiple_of(align);
+    }
+    // Warp specialisation of the first ring that can have a producer: where `#[warp_specialize]`
+    // asks for it, and by default where the stage buffers alone leave room for one block per SM
+    // (the producer's register split assumes one: with a second block resident, as attention's
+    // at head dim 64, it measured 18% slower on the H200).
+    let one_block = 2 * (base + target.smem_reserved_per_block) > target.smem_per_sm;
+    for (op, s) in &loops {
+        let OpKind::For { warp_specialize, .. } = op.kind else {
+            continue;
+        };
+        let Some(p) = out.get_mut(&op.regions[0].args[0]) else {
+            continue;
+        };
+        if warp_specialize.unwrap_or(one_block) && p.ring() {
+            p.producer = producer(k, op, p, warps, target);
+            if p.producer.is_some() {
+                p.ahead = *s;
+                break;
+            }
+        }
     }
     (out, base)
 }
@@ -337,7 +397,66 @@ fn plan_loop(
         carried,
         ahead: if async_dots.is_empty() { stages - 1 } else { stages - 2 },
         async_dots,
+        producer: None,
     })
+}
+
+/// The producer of ring loop `op` (planned as `p`) in blocks of `warps` warps, if the loop can
+/// have one: it sits at the top of the kernel's body, and its bounds and the values its copies
+/// read are scalars computed at the top of the body before it by ops the producer can evaluate
+/// again (no memory, no regions).
+fn producer(k: &Kernel, op: &Op, p: &LoopPipeline, warps: u32, target: &Target) -> Option<Producer> {
+    if warps != 4 && warps != 8 {
+        return None;
+    }
+    let top = &k.body.ops;
+    let iv = op.regions[0].args[0];
+    let at = top
+        .iter()
+        .position(|o| matches!(o.kind, OpKind::For { .. }) && o.regions[0].args[0] == iv)?;
+    let def: HashMap<ValueId, usize> = top[..at]
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| o.results.iter().map(move |r| (*r, i)))
+        .collect();
+    let body = &op.regions[0];
+    let slice = p.issue_ops.iter().chain(&p.advance_ops).map(|&i| &body.ops[i]);
+    let mut work: Vec<ValueId> = op.operands[..3].to_vec();
+    work.extend(p.carried.iter().map(|&j| op.operands[3 + j]));
+    // The staged loads' own operands (a coordinate may come straight from before the loop).
+    for o in &body.ops {
+        if p.loads.iter().any(|l| o.results.first() == Some(&l.load)) {
+            work.extend(&o.operands);
+        }
+    }
+    for o in slice {
+        if o.results.iter().any(|r| !k.ty(*r).is_scalar()) {
+            return None;
+        }
+        work.extend(&o.operands);
+    }
+    let mut preamble: HashSet<usize> = HashSet::new();
+    while let Some(v) = work.pop() {
+        let Some(&i) = def.get(&v) else { continue };
+        if !preamble.insert(i) {
+            continue;
+        }
+        let o = &top[i];
+        if !recomputable(&o.kind) || o.results.iter().any(|r| !k.ty(*r).is_scalar()) {
+            return None;
+        }
+        work.extend(&o.operands);
+    }
+    let mut preamble: Vec<usize> = preamble.into_iter().collect();
+    preamble.sort_unstable();
+    // One block per SM: the consumers take the registers the producer leaves, at most 240 each
+    // (setmaxnreg counts in 8s).
+    let consumers = warps * 32;
+    let regs = (warps == 8).then(|| {
+        let each = ((target.regs_per_sm - PRODUCER_THREADS * PRODUCER_REGS) / consumers).min(240) / 8 * 8;
+        (PRODUCER_REGS, each)
+    });
+    Some(Producer { preamble, regs })
 }
 
 /// Ops the lowering may evaluate again for a later iteration: pure, without regions, touching

@@ -48,8 +48,9 @@ const GLOBAL: u16 = 1;
 const SHARED: u16 = 3;
 const PTX_KERNEL: u32 = 71;
 
-/// Lowers `k` into `module` as a kernel for blocks of `threads` threads; returns the dynamic
-/// shared memory it needs.
+/// Lowers `k` into `module` as a kernel whose tiles spread over `threads` threads; returns the
+/// dynamic shared memory it needs and the threads of its blocks (more than `threads` when a
+/// producer warpgroup issues a loop's copies).
 pub(crate) fn lower<'c>(
     ctx: &'c Context,
     module: &Module<'c>,
@@ -59,7 +60,7 @@ pub(crate) fn lower<'c>(
     target: &tile_gir::Target,
     spec: &[crate::ArgSpec],
     prepared: &tile_gir::tma::Prepared<'_>,
-) -> R<u32> {
+) -> R<(u32, u32)> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
     let max_vec = crate::estimate::max_vec(k);
@@ -87,9 +88,10 @@ pub(crate) fn lower<'c>(
         map_params: Vec::new(),
         in_pipeline: 0,
         pending_wgmma: Vec::new(),
+        producing: false,
     };
     l.kernel()?;
-    Ok(l.smem_bytes.max(l.plan.pipeline_bytes))
+    Ok((l.smem_bytes.max(l.plan.pipeline_bytes), l.block_threads()))
 }
 
 /// The first tile whose layout gives a thread more than [`crate::MAX_ELEMS_PER_THREAD`] elements.
@@ -158,6 +160,8 @@ struct Lowering<'c, 'a> {
     /// values hold the accumulators as the instructions will leave them, read only through a
     /// `wgmma.wait_group`.
     pending_wgmma: Vec<(ValueId, Vec<BasicValueEnum<'c>>)>,
+    /// Whether the code being lowered is the producer warpgroup's (see `producer`).
+    producing: bool,
 }
 
 fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {
@@ -192,8 +196,15 @@ impl<'c> Lowering<'c, '_> {
         f.add_attribute(
             inkwell::attributes::AttributeLoc::Function,
             self.ctx
-                .create_string_attribute("nvvm.maxntid", &self.threads.to_string()),
+                .create_string_attribute("nvvm.maxntid", &self.block_threads().to_string()),
         );
+        if self.producer().is_some() {
+            // setmaxnreg needs a register limit at entry: one block per SM.
+            f.add_attribute(
+                inkwell::attributes::AttributeLoc::Function,
+                self.ctx.create_string_attribute("nvvm.minctasm", "1"),
+            );
+        }
         self.f = Some(f);
         let entry = self.ctx.append_basic_block(f, "entry");
         self.b.position_at_end(entry);
@@ -225,6 +236,9 @@ impl<'c> Lowering<'c, '_> {
             self.vals.insert(p.value, Repr::Scalar(v));
         }
         let body = self.k.body.clone();
+        if let Some((op, pl)) = self.producer() {
+            self.producer_branch(&op, &pl)?;
+        }
         self.region(&body, &[], &[])?;
         llvm(self.b.build_return(None))?;
         Ok(())

@@ -6,12 +6,15 @@
 //! barrier's phase for the iteration (`iteration / stages` mod 2) before reading the stage.
 //! When TMA copies every staged load (a ring), each warp's lane 0 also arrives on the stage's
 //! empty barrier once the instructions reading it are done, thread 0 waits on it before
-//! refilling the stage, and the iterations have no block-wide barrier.
+//! refilling the stage, and the iterations have no block-wide barrier. A warp-specialised ring
+//! (`tile_gir::pipeline::Producer`) leaves the copies to a producer warpgroup after the
+//! kernel's warps (`producer_branch`): the kernel's warps only wait on full barriers and
+//! release stages.
 
 use inkwell::IntPredicate;
 use inkwell::values::{BasicValueEnum, IntValue};
 use tile_gir::linear::LinearLayout;
-use tile_gir::pipeline::LoopPipeline;
+use tile_gir::pipeline::{LoopPipeline, PRODUCER_THREADS};
 use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, llvm};
@@ -23,25 +26,30 @@ impl<'c> Lowering<'c, '_> {
     pub(super) fn for_pipelined(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
         self.in_pipeline += 1;
         let r = self.loop_operands(op).and_then(|bounds| {
-            if pl.async_dots.is_empty() {
-                self.for_pipelined_inner(op, pl, bounds)
-            } else {
+            if pl.guarded() {
                 self.unless_empty(op, pl, bounds)
+            } else {
+                self.for_pipelined_inner(op, pl, bounds)
             }
         });
         self.in_pipeline -= 1;
         r
     }
 
-    /// A loop whose wgmma stays in flight across iterations runs only when it has iterations;
-    /// otherwise its results are its initial values. The wait after the loop then sees the
-    /// accumulators from the loop alone: were the initial values (zeros set before the loop)
-    /// to reach it too, ptxas would find instructions defining the accumulators between a
-    /// wgmma and its wait and serialise every wgmma of the kernel (C7515).
+    /// Whether a loop from `lo` to `hi` has iterations.
+    fn has_iterations(&self, lo: IntValue<'c>, hi: IntValue<'c>, signed: bool) -> R<IntValue<'c>> {
+        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
+        llvm(self.b.build_int_compare(pred, lo, hi, "runs"))
+    }
+
+    /// A guarded loop (`LoopPipeline::guarded`) runs only when it has iterations; otherwise its
+    /// results are its initial values. With a wgmma in flight, the wait after the loop then
+    /// sees the accumulators from the loop alone: were the initial values (zeros set before
+    /// the loop) to reach it too, ptxas would find instructions defining the accumulators
+    /// between a wgmma and its wait and serialise every wgmma of the kernel (C7515).
     fn unless_empty(&mut self, op: &Op, pl: &LoopPipeline, bounds: LoopBounds<'c>) -> R<()> {
         let (lo, hi, _, signed, inits) = bounds.clone();
-        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
-        let runs = llvm(self.b.build_int_compare(pred, lo, hi, "runs"))?;
+        let runs = self.has_iterations(lo, hi, signed)?;
         let out = self.either(
             runs,
             |l| {
@@ -113,8 +121,15 @@ impl<'c> Lowering<'c, '_> {
             }
             self.barrier()?;
         }
-        // Prologue: iterations 0 .. ahead into stages 0 .. ahead.
-        let ahead = pl.ahead;
+        let produced = pl.producer.is_some();
+        if produced {
+            // The producer's first copy waits for every warp to be here: past the barriers'
+            // initialisation and any use of the buffers before the loop.
+            self.named_barrier(false, 1, self.threads + 32)?;
+        }
+        // Prologue: iterations 0 .. ahead into stages 0 .. ahead (the producer's own work when
+        // there is one).
+        let ahead = if produced { 0 } else { pl.ahead };
         let mut args = vec![Repr::Scalar(lo.into())];
         args.extend(inits.iter().cloned());
         for st in 0..ahead {
@@ -134,12 +149,7 @@ impl<'c> Lowering<'c, '_> {
             // Iteration `it` reads stage it % s and refills stage (it + ahead) % s, which
             // iteration it - 1 read (it - 2 when a wgmma stays in flight: the previous
             // iteration's wait_group 1 finished it): the barrier after the wait covers both.
-            let it = if signed {
-                llvm(l.b.build_int_signed_div(llvm(l.b.build_int_sub(i, lo, ""))?, step, ""))?
-            } else {
-                llvm(l.b.build_int_unsigned_div(llvm(l.b.build_int_sub(i, lo, ""))?, step, ""))?
-            };
-            let it = llvm(l.b.build_int_truncate_or_bit_cast(it, l.ctx.i32_type(), ""))?;
+            let it = l.iteration(i, lo, step, signed)?;
             let sc = l.i32c(s as u64);
             let read = llvm(l.b.build_int_unsigned_rem(it, sc, ""))?;
             let later = llvm(l.b.build_int_add(it, l.i32c(ahead as u64), ""))?;
@@ -160,14 +170,17 @@ impl<'c> Lowering<'c, '_> {
             if !ring {
                 l.barrier()?;
             }
-            let mut future = args.clone();
-            for _ in 0..ahead {
-                future = l.advance(op, pl, &future, step)?;
+            if !produced {
+                let mut future = args.clone();
+                for _ in 0..ahead {
+                    future = l.advance(op, pl, &future, step)?;
+                }
+                // In a ring, the stage refilled was last read `stages` iterations earlier (if
+                // ever): thread 0 waits for that use's release, completion number later /
+                // stages - 1.
+                let release = ring.then_some(later);
+                l.issue(op, pl, &future, write, hi, signed, release)?;
             }
-            // In a ring, the stage refilled was last read `stages` iterations earlier (if ever):
-            // thread 0 waits for that use's release, completion number later / stages - 1.
-            let release = ring.then_some(later);
-            l.issue(op, pl, &future, write, hi, signed, release)?;
             if cp {
                 l.cp_async_commit()?;
             }
@@ -237,6 +250,148 @@ impl<'c> Lowering<'c, '_> {
     /// memory.
     fn operand_swizzle(&self, plan: &tile_gir::mma::MmaPlan, dot: ValueId, operand: usize) -> tile_gir::mma::Swizzle {
         plan.operand_smem(operand, self.plan.transposed_b.contains_key(&dot))
+    }
+
+    /// `bar.sync` (`wait`) or `bar.arrive` on named barrier `id` for `threads` threads.
+    fn named_barrier(&self, wait: bool, id: u32, threads: u32) -> R<()> {
+        let name = if wait {
+            "llvm.nvvm.barrier.cta.sync.aligned.count"
+        } else {
+            "llvm.nvvm.barrier.cta.arrive.aligned.count"
+        };
+        self.intr(
+            name,
+            &[],
+            &[self.i32c(id as u64).into(), self.i32c(threads as u64).into()],
+        )?;
+        Ok(())
+    }
+
+    /// Threads per block: the kernel's, and a producer warpgroup's when a loop has one.
+    pub(super) fn block_threads(&self) -> u32 {
+        let producer = self.plan.pipelines.values().any(|p| p.producer.is_some());
+        self.threads + if producer { PRODUCER_THREADS } else { 0 }
+    }
+
+    /// The warp-specialised loop (at the top of the kernel's body), if there is one.
+    pub(super) fn producer(&self) -> Option<(Op, LoopPipeline)> {
+        self.k.body.ops.iter().find_map(|op| {
+            let OpKind::For { .. } = op.kind else { return None };
+            let pl = self.plan.pipelines.get(&op.regions[0].args[0])?;
+            pl.producer.as_ref().map(|_| (op.clone(), pl.clone()))
+        })
+    }
+
+    /// The producer warpgroup's whole program, at the kernel's entry: threads past the kernel's
+    /// own give up registers and evaluate the scalars the loop's copies read; the first waits
+    /// for the kernel's warps to reach the loop, then runs the loop's iterations issuing the
+    /// copies (waiting for each stage's release from its second use on); then they return.
+    /// The kernel's warps take the registers given up and go on with the kernel.
+    pub(super) fn producer_branch(&mut self, op: &Op, pl: &LoopPipeline) -> R<()> {
+        let pr = pl.producer.clone().expect("a warp-specialised loop");
+        let f = self.func();
+        let produce = self.ctx.append_basic_block(f, "producer");
+        let consume = self.ctx.append_basic_block(f, "consumers");
+        let is_producer =
+            llvm(
+                self.b
+                    .build_int_compare(IntPredicate::UGE, self.tid(), self.i32c(self.threads as u64), ""),
+            )?;
+        llvm(self.b.build_conditional_branch(is_producer, produce, consume))?;
+        self.b.position_at_end(produce);
+        if let Some((p, _)) = pr.regs {
+            self.intr(
+                "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
+                &[],
+                &[self.i32c(p as u64).into()],
+            )?;
+        }
+        let outer = self.vals.clone();
+        self.producing = true;
+        let r = self.produce(op, pl, &pr.preamble);
+        self.producing = false;
+        self.vals = outer;
+        r?;
+        llvm(self.b.build_return(None))?;
+        self.b.position_at_end(consume);
+        if let Some((_, c)) = pr.regs {
+            self.intr(
+                "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
+                &[],
+                &[self.i32c(c as u64).into()],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The producer's loop (see `producer_branch`).
+    fn produce(&mut self, op: &Op, pl: &LoopPipeline, preamble: &[usize]) -> R<()> {
+        let top = self.k.body.ops.clone();
+        for &i in preamble {
+            self.op(&top[i])?;
+        }
+        let first = llvm(
+            self.b
+                .build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(self.threads as u64), ""),
+        )?;
+        let warp =
+            llvm(
+                self.b
+                    .build_int_compare(IntPredicate::ULT, self.tid(), self.i32c((self.threads + 32) as u64), ""),
+            )?;
+        // The loop is guarded: the kernel's warps meet the producer only when it has iterations.
+        let signed = !self.dtype(op.operands[0]).is_unsigned();
+        let bound = |l: &Self, i: usize| l.scalar(op.operands[i]).into_int_value();
+        let (lo, hi, step) = (bound(self, 0), bound(self, 1), bound(self, 2));
+        let runs = self.has_iterations(lo, hi, signed)?;
+        let warp = llvm(self.b.build_and(warp, runs, ""))?;
+        self.when(warp, |l| {
+            l.named_barrier(true, 1, l.threads + 32)?;
+            l.when(first, |l| l.produce_loop(op, pl, (lo, hi, step, signed)))
+        })
+    }
+
+    fn produce_loop(
+        &mut self,
+        op: &Op,
+        pl: &LoopPipeline,
+        (lo, hi, step, signed): (IntValue<'c>, IntValue<'c>, IntValue<'c>, bool),
+    ) -> R<()> {
+        // The body's arguments: the index and the carried values the copies read (scalars);
+        // the others are never read here, a zero stands in for them.
+        let carried: Vec<Repr<'c>> = pl
+            .carried
+            .iter()
+            .map(|&j| self.operand_in(op, 3 + j, &[]))
+            .collect::<R<_>>()?;
+        let inits = vec![Repr::Scalar(self.i32c(0).into()); op.operands.len() - 3];
+        let flat = Self::flatten(&carried);
+        let s = self.i32c(pl.stages as u64);
+        self.counted_loop(lo, hi, step, signed, flat, &mut |l, i, cur| {
+            let mut args = vec![Repr::Scalar(i.into())];
+            args.extend(inits.iter().cloned());
+            for (&j, v) in pl.carried.iter().zip(Self::rebuild(&carried, &cur)) {
+                args[j + 1] = v;
+            }
+            let it = l.iteration(i, lo, step, signed)?;
+            let stage = llvm(l.b.build_int_unsigned_rem(it, s, ""))?;
+            l.issue(op, pl, &args, stage, hi, signed, Some(it))?;
+            let next = l.advance(op, pl, &args, step)?;
+            let next: Vec<Repr<'c>> = pl.carried.iter().map(|&j| next[j + 1].clone()).collect();
+            Ok(Self::flatten(&next))
+        })?;
+        Ok(())
+    }
+
+    /// The iteration number (from 0) of index `i` of a loop from `lo` by `step`, as i32.
+    fn iteration(&self, i: IntValue<'c>, lo: IntValue<'c>, step: IntValue<'c>, signed: bool) -> R<IntValue<'c>> {
+        let d = llvm(self.b.build_int_sub(i, lo, ""))?;
+        let it = if signed {
+            llvm(self.b.build_int_signed_div(d, step, ""))?
+        } else {
+            llvm(self.b.build_int_unsigned_div(d, step, ""))?
+        };
+        llvm(self.b.build_int_truncate_or_bit_cast(it, self.ctx.i32_type(), ""))
     }
 
     /// Stage `stage`'s empty mbarrier (a ring's).
@@ -401,8 +556,13 @@ impl<'c> Lowering<'c, '_> {
             }
         }
         if pl.tma() {
-            // Thread 0 arms the stage's barrier with the bytes to come and issues every box.
-            let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
+            // Thread 0 (the producer's first) arms the stage's barrier with the bytes to come and
+            // issues every box.
+            let first = if self.producing { self.threads } else { 0 };
+            let zero = llvm(
+                self.b
+                    .build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(first as u64), ""),
+            )?;
             let go = llvm(self.b.build_and(zero, in_range, ""))?;
             let bar = self.barrier_ptr(pl, stage)?;
             let mut copies = Vec::new();

@@ -29,7 +29,17 @@ impl<'c> Lowering<'c, '_> {
     }
 
     pub(super) fn barrier(&self) -> R<()> {
-        self.intr("llvm.nvvm.barrier.cta.sync.aligned.all", &[], &[self.i32c(0).into()])?;
+        if self.block_threads() == self.threads {
+            self.intr("llvm.nvvm.barrier.cta.sync.aligned.all", &[], &[self.i32c(0).into()])?;
+        } else {
+            // A producer warpgroup never meets the kernel's warps here.
+            let n = self.i32c(self.threads as u64);
+            self.intr(
+                "llvm.nvvm.barrier.cta.sync.aligned.count",
+                &[],
+                &[self.i32c(0).into(), n.into()],
+            )?;
+        }
         Ok(())
     }
 

@@ -216,6 +216,7 @@ impl Cx<'_> {
     fn for_loop(&mut self, f: &ForLoop) -> R<()> {
         let mut unroll = false;
         let mut stages = None;
+        let mut warp_specialize = None;
         // A bad attribute is reported and ignored, so the loop body is still checked.
         let mut bad_attr = false;
         for a in &f.attrs {
@@ -248,11 +249,36 @@ impl Cx<'_> {
                     );
                     bad_attr = true;
                 }
+                "warp_specialize" if a.args.is_empty() => warp_specialize = Some(true),
+                "warp_specialize" if a.args.len() == 1 => {
+                    let v = self.expr(&a.args[0])?;
+                    match self.const_bool(&v) {
+                        Some(b) => warp_specialize = Some(b),
+                        None => {
+                            self.error(
+                                Diagnostic::error(
+                                    a.args[0].span,
+                                    "`#[warp_specialize(..)]` takes a constant `true` or `false`",
+                                )
+                                .label("not a constant bool"),
+                            );
+                            bad_attr = true;
+                        }
+                    }
+                }
+                "warp_specialize" => {
+                    self.error(
+                        Diagnostic::error(a.span, "`#[warp_specialize(..)]` takes at most one value")
+                            .label(format!("{} values given", a.args.len()))
+                            .help("write `#[warp_specialize]`, or `#[warp_specialize(false)]` to forbid it"),
+                    );
+                    bad_attr = true;
+                }
                 _ => {
                     self.error(
                         Diagnostic::error(a.name.span, format!("unknown loop attribute `{}`", a.name.name))
                             .label("not a loop attribute")
-                            .help("loops take `#[unroll]` or `#[stages(N)]`"),
+                            .help("loops take `#[unroll]`, `#[stages(N)]` or `#[warp_specialize(..)]`"),
                     );
                     bad_attr = true;
                 }
@@ -352,7 +378,10 @@ impl Cx<'_> {
         let mut region_args = vec![iv];
         region_args.extend(&args);
         let results = self.emit(
-            OpKind::For { stages },
+            OpKind::For {
+                stages,
+                warp_specialize,
+            },
             operands,
             types,
             vec![Region { args: region_args, ops }],

@@ -223,8 +223,12 @@ pub enum OpKind {
     /// `(x) -> x` inclusive scan combining with region 0.
     ScanWith { axis: usize, reverse: bool },
     /// `(start, end, step, init...) -> final...`; region 0 has args `(i, carried...)` and
-    /// yields the next carried values.
-    For { stages: Option<u32> },
+    /// yields the next carried values. `stages`: `#[stages(N)]`; `warp_specialize`:
+    /// `#[warp_specialize(..)]` (a producer warpgroup issues the loop's TMA copies).
+    For {
+        stages: Option<u32>,
+        warp_specialize: Option<bool>,
+    },
     /// `(cond) -> results`; region 0 is `then`, region 1 `else`; each yields the results.
     If,
     /// `(values...)`: ends a region.

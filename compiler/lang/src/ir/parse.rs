@@ -544,9 +544,29 @@ impl P {
                 axis: num(0)? as usize,
                 reverse: has("reverse"),
             },
-            "for" => OpKind::For {
-                stages: if words.is_empty() { None } else { Some(num(2)? as u32) },
-            },
+            "for" => {
+                // `key = value` pairs
+                let value = |key: &str| {
+                    words
+                        .iter()
+                        .position(|w| w == key)
+                        .map(|i| words.get(i + 2).ok_or_else(bad))
+                };
+                let stages = value("stages")
+                    .transpose()?
+                    .map(|w| w.parse::<u32>().map_err(|_| bad()))
+                    .transpose()?;
+                let warp_specialize = match value("warp_specialize").transpose()? {
+                    None => None,
+                    Some(w) if w == "true" => Some(true),
+                    Some(w) if w == "false" => Some(false),
+                    Some(_) => return Err(bad()),
+                };
+                OpKind::For {
+                    stages,
+                    warp_specialize,
+                }
+            }
             "if" => OpKind::If,
             "yield" => OpKind::Yield,
             "multiple_of" => OpKind::MultipleOf(num(0)? as u64),

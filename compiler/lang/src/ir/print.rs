@@ -112,22 +112,22 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
             [vec![op.name().to_string(), axis.to_string()], flag(*reverse, "reverse")].concat()
         }
         ScanWith { axis, reverse } => [vec![axis.to_string()], flag(*reverse, "reverse")].concat(),
-        For { stages: Some(s) } => vec![format!("stages = {s}")],
+        For {
+            stages,
+            warp_specialize,
+        } => {
+            let mut a = Vec::new();
+            if let Some(s) = stages {
+                a.push(format!("stages = {s}"));
+            }
+            if let Some(w) = warp_specialize {
+                a.push(format!("warp_specialize = {w}"));
+            }
+            a
+        }
         MultipleOf(n) | MaxContiguous(n) => vec![n.to_string()],
         Print(m) | Assert(m) => vec![quote(m)],
-        For { stages: None }
-        | Broadcast
-        | Reshape
-        | Join
-        | Split
-        | Unary(_)
-        | Binary(_)
-        | Cmp(_)
-        | Fma
-        | Select
-        | Bitcast
-        | PtrAdd
-        | If
+        Broadcast | Reshape | Join | Split | Unary(_) | Binary(_) | Cmp(_) | Fma | Select | Bitcast | PtrAdd | If
         | Yield => vec![],
     }
 }

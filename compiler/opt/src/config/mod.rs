@@ -341,11 +341,11 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     let regs = registers(k, &plan);
     let smem = tile_gir::estimate::smem_bytes_in(k, &plan);
     let alloc = regs.next_multiple_of(t.reg_granule) * threads;
-    let by_regs = t.regs_per_sm / alloc.max(1);
+    let by_regs = t.target.regs_per_sm / alloc.max(1);
     let by_smem = if smem == 0 {
         u32::MAX
     } else {
-        t.smem_per_sm / (smem + t.smem_reserved_per_block)
+        t.target.smem_per_sm / (smem + t.target.smem_reserved_per_block)
     };
     let by_threads = t.max_threads_per_sm / threads;
     let blocks = by_regs.min(by_smem).min(by_threads).min(t.max_blocks_per_sm);

@@ -9,14 +9,10 @@ pub struct TargetDesc {
     /// The codegen target (name and per-block limits).
     pub target: Target,
     pub sms: u32,
-    pub regs_per_sm: u32,
     /// Registers are handed out per thread in multiples of this.
     pub reg_granule: u32,
     pub max_threads_per_sm: u32,
     pub max_blocks_per_sm: u32,
-    pub smem_per_sm: u32,
-    /// Shared memory the driver reserves per resident block.
-    pub smem_reserved_per_block: u32,
     /// Measured device-to-device copy bandwidth (bytes read + written per second).
     pub dram_bytes_per_s: f64,
     /// Thread-instructions per second over the whole GPU (f32 FMA rate / 2: one FMA is two
@@ -60,12 +56,9 @@ impl TargetDesc {
         TargetDesc {
             target,
             sms: 132,
-            regs_per_sm: 65536,
             reg_granule: 8,
             max_threads_per_sm: 2048,
             max_blocks_per_sm: 32,
-            smem_per_sm: 228 * 1024,
-            smem_reserved_per_block: 1024,
             dram_bytes_per_s: 4.3e12,
             insts_per_s: 30e12,
             // tile's own pipelined matmul at 8192³ (docs/gpu.md): 398 TFLOP/s on mma.sync, 564 on
@@ -95,7 +88,7 @@ impl TargetDesc {
     /// limit, what one block of that size may take from the SM (ptxas honours `maxntid`), or
     /// the model's own trust limit, whichever is least.
     pub fn reg_budget(&self, threads: u32, tensor_cores: bool) -> u32 {
-        let per_block = (self.regs_per_sm / threads.max(1)) / self.reg_granule * self.reg_granule;
+        let per_block = (self.target.regs_per_sm / threads.max(1)) / self.reg_granule * self.reg_granule;
         let trusted = if tensor_cores {
             self.spill_safe_regs_mma
         } else {
