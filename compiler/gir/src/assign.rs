@@ -80,6 +80,17 @@ impl GpuPlan {
         }
     }
 
+    /// Threads per block: the kernel's warps, and a producer warpgroup's when a pipelined loop
+    /// has one (what every launch uses).
+    pub fn block_threads(&self) -> u32 {
+        self.threads + self.producer().map_or(0, |_| crate::pipeline::PRODUCER_THREADS)
+    }
+
+    /// The producer warpgroup of the kernel's warp-specialised loop, if it has one.
+    pub fn producer(&self) -> Option<&crate::pipeline::Producer> {
+        self.pipelines.values().find_map(|p| p.producer.as_ref())
+    }
+
     /// Assigns layouts for `k` in blocks of `warps` warps on `target`, pipelining loops `stages`
     /// deep (unless a loop's `#[stages(..)]` says otherwise).
     pub fn new(k: &Kernel, warps: u32, stages: u32, target: &Target) -> GpuPlan {
@@ -168,7 +179,7 @@ impl GpuPlan {
             );
         }
         let mmas: HashMap<ValueId, MmaPlan> = p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
-        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, warps, stages, target, &mmas, &p.transposed_b);
+        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b);
         if p.dots.is_empty() {
             p.rows = row_layout(k, p.threads, p.max_vec);
             if let Some(l) = p.rows.clone() {
@@ -195,6 +206,9 @@ impl GpuPlan {
             let (inside, outside) = crate::estimate::scratch_needs(k, &p);
             p.alias_scratch = p.pipeline_bytes + inside.max(outside) > target.max_smem_per_block
                 && p.pipeline_bytes.max(outside) <= target.max_smem_per_block;
+            // Warp specialisation, once the kernel's shared memory is known.
+            let smem = crate::estimate::smem_bytes_in(k, &p);
+            crate::pipeline::specialize(k, &mut p.pipelines, warps, target, smem);
         }
         p
     }

@@ -164,14 +164,12 @@ impl LoopPipeline {
     }
 }
 
-/// Finds the pipelined loops of `k` in blocks of `warps` warps; `stages` is the kernel's default (a loop's
+/// Finds the pipelined loops of `k`; `stages` is the kernel's default (a loop's
 /// `#[stages(..)]` overrides it), `dots` the tensor-core plans by dot result. Returns the loops
 /// and the size of the pipeline region.
 pub fn plan(
     k: &Kernel,
-    warps: u32,
     stages: u32,
-    target: &Target,
     dots: &HashMap<ValueId, MmaPlan>,
     transposed_b: &HashMap<ValueId, ValueId>,
 ) -> (HashMap<ValueId, LoopPipeline>, u32) {
@@ -210,11 +208,11 @@ pub fn plan(
     // wgmma reads its operands by descriptors whose swizzle acts on absolute address bits:
     // every buffer (and the scratch after the region) starts on its alignment.
     let align = dots.values().map(|d| d.smem_align()).max().unwrap_or(16);
-    for (op, s) in &loops {
-        if *s < 2 {
+    for (op, s) in loops {
+        if s < 2 {
             continue;
         }
-        if let Some(mut p) = plan_loop(op, *s, dots, transposed_b, &uses, &consts) {
+        if let Some(mut p) = plan_loop(&op, s, dots, transposed_b, &uses, &consts) {
             p.base = base;
             base += p.bytes().next_multiple_of(align);
             out.insert(op.regions[0].args[0], p);
@@ -223,27 +221,31 @@ pub fn plan(
     if base > 0 {
         base = base.next_multiple_of(align);
     }
-    // Warp specialisation of the first ring that can have a producer: where `#[warp_specialize]`
-    // asks for it, and by default where the stage buffers alone leave room for one block per SM
-    // (the producer's register split assumes one: with a second block resident, as attention's
-    // at head dim 64, it measured 18% slower on the H200).
-    let one_block = 2 * (base + target.smem_reserved_per_block) > target.smem_per_sm;
-    for (op, s) in &loops {
+    (out, base)
+}
+
+/// Gives a producer warpgroup to the first ring loop at the top of `k`'s body that can have
+/// one ([`Producer`]) where `#[warp_specialize]` asks for it, and by default where the kernel's
+/// `smem` bytes of shared memory leave room for one block per SM anyway: the producer's
+/// register split assumes one (with a second block resident, as attention's at head dim 64,
+/// it measured 18% slower on the H200).
+pub fn specialize(k: &Kernel, loops: &mut HashMap<ValueId, LoopPipeline>, warps: u32, target: &Target, smem: u32) {
+    let one_block = 2 * (smem + target.smem_reserved_per_block) > target.smem_per_sm;
+    for op in &k.body.ops {
         let OpKind::For { warp_specialize, .. } = op.kind else {
             continue;
         };
-        let Some(p) = out.get_mut(&op.regions[0].args[0]) else {
+        let Some(p) = loops.get_mut(&op.regions[0].args[0]) else {
             continue;
         };
         if warp_specialize.unwrap_or(one_block) && p.ring() {
             p.producer = producer(k, op, p, warps, target);
             if p.producer.is_some() {
-                p.ahead = *s;
-                break;
+                p.ahead = p.stages;
+                return;
             }
         }
     }
-    (out, base)
 }
 
 fn plan_loop(

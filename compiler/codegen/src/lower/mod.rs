@@ -91,7 +91,7 @@ pub(crate) fn lower<'c>(
         producing: false,
     };
     l.kernel()?;
-    Ok((l.smem_bytes.max(l.plan.pipeline_bytes), l.block_threads()))
+    Ok((l.smem_bytes.max(l.plan.pipeline_bytes), l.plan.block_threads()))
 }
 
 /// The first tile whose layout gives a thread more than [`crate::MAX_ELEMS_PER_THREAD`] elements.
@@ -196,7 +196,7 @@ impl<'c> Lowering<'c, '_> {
         f.add_attribute(
             inkwell::attributes::AttributeLoc::Function,
             self.ctx
-                .create_string_attribute("nvvm.maxntid", &self.block_threads().to_string()),
+                .create_string_attribute("nvvm.maxntid", &self.plan.block_threads().to_string()),
         );
         if self.producer().is_some() {
             // setmaxnreg needs a register limit at entry: one block per SM.

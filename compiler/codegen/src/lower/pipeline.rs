@@ -14,7 +14,7 @@
 use inkwell::IntPredicate;
 use inkwell::values::{BasicValueEnum, IntValue};
 use tile_gir::linear::LinearLayout;
-use tile_gir::pipeline::{LoopPipeline, PRODUCER_THREADS};
+use tile_gir::pipeline::LoopPipeline;
 use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, llvm};
@@ -265,12 +265,6 @@ impl<'c> Lowering<'c, '_> {
             &[self.i32c(id as u64).into(), self.i32c(threads as u64).into()],
         )?;
         Ok(())
-    }
-
-    /// Threads per block: the kernel's, and a producer warpgroup's when a loop has one.
-    pub(super) fn block_threads(&self) -> u32 {
-        let producer = self.plan.pipelines.values().any(|p| p.producer.is_some());
-        self.threads + if producer { PRODUCER_THREADS } else { 0 }
     }
 
     /// The warp-specialised loop (at the top of the kernel's body), if there is one.

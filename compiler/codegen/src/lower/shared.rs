@@ -29,7 +29,7 @@ impl<'c> Lowering<'c, '_> {
     }
 
     pub(super) fn barrier(&self) -> R<()> {
-        if self.block_threads() == self.threads {
+        if self.plan.block_threads() == self.threads {
             self.intr("llvm.nvvm.barrier.cta.sync.aligned.all", &[], &[self.i32c(0).into()])?;
         } else {
             // A producer warpgroup never meets the kernel's warps here.

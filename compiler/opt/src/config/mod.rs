@@ -324,7 +324,6 @@ impl Problem {
 
 /// Estimates one checked candidate.
 pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
-    let threads = num_warps * t.target.warp_size;
     // The kernel the lowering will see for this launch: buffers aligned, integers by value.
     let specialization: Vec<_> = k
         .params
@@ -340,7 +339,17 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages, &t.target);
     let regs = registers(k, &plan);
     let smem = tile_gir::estimate::smem_bytes_in(k, &plan);
-    let alloc = regs.next_multiple_of(t.reg_granule) * threads;
+    // A producer warpgroup is part of the block; when it gives its registers to the kernel's
+    // warps (setmaxnreg), the block takes the SM's registers and theirs is the split's count.
+    let threads = plan.block_threads();
+    let w = work(k, &plan, launch);
+    let (alloc, reg_budget) = match plan.producer().and_then(|p| p.regs) {
+        Some((_, consumer)) => (t.target.regs_per_sm, consumer),
+        None => (
+            regs.next_multiple_of(t.reg_granule) * threads,
+            t.reg_budget(threads, w.mma_flops + w.wgmma_flops > 0.0),
+        ),
+    };
     let by_regs = t.target.regs_per_sm / alloc.max(1);
     let by_smem = if smem == 0 {
         u32::MAX
@@ -350,7 +359,6 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     let by_threads = t.max_threads_per_sm / threads;
     let blocks = by_regs.min(by_smem).min(by_threads).min(t.max_blocks_per_sm);
     let programs = launch.grid.iter().map(|g| *g as u64).product::<u64>();
-    let w = work(k, &plan, launch);
     // Programs spread over the SMs; each SM runs its share in waves of `resident` blocks, at a
     // rate scaled down when too few load bytes (DRAM) or warps (ALU, shared memory) are in
     // flight to hide latency.
@@ -383,7 +391,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, by_warps(t.alu_saturating_warps));
     Estimate {
         registers: regs,
-        reg_budget: t.reg_budget(threads, w.mma_flops + w.wgmma_flops > 0.0),
+        reg_budget,
         smem_bytes: smem,
         threads,
         blocks_per_sm: blocks,
