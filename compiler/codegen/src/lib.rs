@@ -42,7 +42,14 @@ pub struct CompileOptions {
     pub num_stages: u32,
     /// One entry per kernel parameter (or empty: nothing is assumed).
     pub specialization: Vec<ArgSpec>,
+    /// A debug build: every mbarrier wait gives up after [`DEBUG_WAIT_TIMEOUT_NS`] and traps
+    /// with a message naming the kernel, block, thread, loop, stage and phase it waited for.
+    pub debug: bool,
 }
+
+/// How long a debug build's mbarrier wait spins before it reports and traps: far beyond any
+/// copy's latency, also under compute-sanitizer.
+pub const DEBUG_WAIT_TIMEOUT_NS: u64 = 10_000_000_000;
 
 impl CompileOptions {
     pub fn new(target: Target) -> CompileOptions {
@@ -51,6 +58,7 @@ impl CompileOptions {
             num_warps: 4,
             num_stages: 1,
             specialization: Vec::new(),
+            debug: false,
         }
     }
 }
@@ -151,6 +159,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         &opts.target,
         &opts.specialization,
         &prepared,
+        opts.debug,
     )?;
     if smem_bytes > opts.target.max_smem_per_block {
         return Err(CodegenError::SharedMemory {

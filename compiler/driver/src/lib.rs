@@ -256,6 +256,7 @@ pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation,
         num_warps: c.config.num_warps,
         num_stages: c.config.num_stages,
         specialization: req.specialization.clone(),
+        debug: false,
     };
     let ptxas = if until >= Stage::Cubin {
         req.ptxas.as_deref()

@@ -248,6 +248,7 @@ fn bench_case(
         num_warps: config.num_warps,
         num_stages: config.num_stages,
         specialization: tune::plan_specialization(&plan.args),
+        debug: false,
     };
     let (compiled, f) = tune::build(&g.gpu, kernel, &copts, g.ptxas.as_deref())?;
     let compile_ms = started.elapsed().as_secs_f64() * 1e3;

@@ -82,6 +82,10 @@ enum Command {
         timings: bool,
         #[command(flatten)]
         opt: OptArgs,
+        /// A debug build: every mbarrier wait (TMA pipelines) gives up after 10 s and traps
+        /// with a message naming the block, thread, loop, stage and phase it waited for.
+        #[arg(long)]
+        debug: bool,
     },
     /// Run each file's `run` specs and compare with their references: on the GPU (and with
     /// the interpreter), or with `--interpret` on the interpreter alone. A spec without a
@@ -108,6 +112,10 @@ enum Command {
         /// `OUT.interpreter` beside a GPU run's and `OUT.expected` from the reference.
         #[arg(long, value_name = "DIR")]
         save: Option<PathBuf>,
+        /// Run debug builds on the GPU: a pipeline wait that never completes ends the launch
+        /// after 10 s with a message naming what it waited for (`tilec compile --debug`).
+        #[arg(long)]
+        debug: bool,
     },
     /// Run one case of a kernel's run spec on the GPU (or with `--interpret` on the interpreter),
     /// with buffer arguments from NumPy `.npy` files instead of their generators, and write every
@@ -269,6 +277,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             assume_aligned,
             args,
             opt,
+            debug,
         } => cmd_compile(
             &file,
             &CompileArgs {
@@ -283,6 +292,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                 rewrite: opt.options(),
                 output,
                 timings,
+                debug,
             },
             out,
             err,
@@ -311,10 +321,11 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             opt,
             max_steps,
             save,
+            debug,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
             let limits = interp::Limits { max_steps };
-            cmd_verify(&files, (interpret, opt.options(), limits, save), &sm, out, err)
+            cmd_verify(&files, (interpret, opt.options(), limits, save), (&sm, debug), out, err)
         }),
         Command::Run {
             file,
@@ -571,6 +582,7 @@ struct CompileArgs {
     rewrite: Option<tile_opt::egraph::OptOptions>,
     output: Option<PathBuf>,
     timings: bool,
+    debug: bool,
 }
 
 /// What `tilec compile` assumes about a launch: `--assume-aligned` (16-byte pointers, integers
@@ -698,6 +710,7 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             num_warps: c.config.num_warps,
             num_stages: c.config.num_stages,
             specialization: specialization(&c.ir, a.assume_aligned, &a.args)?,
+            debug: a.debug,
         };
         if emit.contains(&Stage::Gir) {
             // The plan the lowering follows: after the choice of TMA block loads.
@@ -910,6 +923,7 @@ fn gpu_backend(sm: &str, out: &mut dyn Write) -> anyhow::Result<GpuBackend> {
         gpu,
         target,
         ptxas: tile_driver::find_ptxas(),
+        debug: false,
     })
 }
 
@@ -918,6 +932,8 @@ pub struct GpuBackend {
     pub gpu: tile_jit::Gpu,
     pub target: tile_driver::Target,
     pub ptxas: Option<PathBuf>,
+    /// Compile debug builds (`CompileOptions::debug`).
+    pub debug: bool,
 }
 
 /// Runs every case of every run spec in `text`: on the GPU when one is given (comparing with
@@ -1201,6 +1217,7 @@ fn run_on_gpu(
         num_warps: config.num_warps,
         num_stages: config.num_stages,
         specialization,
+        debug: g.debug,
     };
     let (c, f) = tile_jit::tune::build(&g.gpu, kernel, &opts, g.ptxas.as_deref()).map_err(|e| e.to_string())?;
     let dev: Vec<_> = initial
@@ -1320,11 +1337,17 @@ fn cmd_verify(
         interp::Limits,
         Option<PathBuf>,
     ),
-    sm: &str,
+    (sm, debug): (&str, bool),
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
 ) -> anyhow::Result<i32> {
-    let backend = if interpret { None } else { Some(gpu_backend(sm, out)?) };
+    let backend = match interpret {
+        true => None,
+        false => Some(GpuBackend {
+            debug,
+            ..gpu_backend(sm, out)?
+        }),
+    };
     let (mut passed, mut failed) = (0, 0);
     for f in files {
         let src = read(f)?;

@@ -342,6 +342,7 @@ fn lower_plan(plan: &Plan, spec: &[ArgSpec], ptxas: Option<&Path>) -> Result<til
         num_warps: plan.num_warps,
         num_stages: plan.num_stages,
         specialization: spec.to_vec(),
+        debug: false,
     };
     let name = &plan.kernel.name;
     tile_driver::lower(&plan.kernel, &opts, ptxas).map_err(|e| match e {

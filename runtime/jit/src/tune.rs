@@ -762,6 +762,7 @@ fn time_candidate(
         num_warps: cfg.num_warps,
         num_stages: cfg.num_stages,
         specialization,
+        debug: false,
     };
     let lowered = tile_driver::lower(kernel, &copts, opts.ptxas.as_deref())?;
     let seen_key = (lowered.compiled.ptx.clone(), format!("{grid:?}"));

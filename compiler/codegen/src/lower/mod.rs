@@ -60,6 +60,7 @@ pub(crate) fn lower<'c>(
     target: &tile_gir::Target,
     spec: &[crate::ArgSpec],
     prepared: &tile_gir::tma::Prepared<'_>,
+    debug: bool,
 ) -> R<(u32, u32)> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
@@ -89,6 +90,7 @@ pub(crate) fn lower<'c>(
         in_pipeline: 0,
         pending_wgmma: Vec::new(),
         producing: false,
+        debug,
     };
     l.kernel()?;
     Ok((l.smem_bytes.max(l.plan.pipeline_bytes), l.plan.block_threads()))
@@ -162,6 +164,8 @@ struct Lowering<'c, 'a> {
     pending_wgmma: Vec<(ValueId, Vec<BasicValueEnum<'c>>)>,
     /// Whether the code being lowered is the producer warpgroup's (see `producer`).
     producing: bool,
+    /// A debug build (`CompileOptions::debug`): mbarrier waits are bounded.
+    debug: bool,
 }
 
 fn llvm<T>(r: Result<T, inkwell::builder::BuilderError>) -> R<T> {

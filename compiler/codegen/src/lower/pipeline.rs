@@ -11,13 +11,13 @@
 //! kernel's warps (`producer_branch`): the kernel's warps only wait on full barriers and
 //! release stages.
 
-use inkwell::IntPredicate;
 use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::{AddressSpace, IntPredicate};
 use tile_gir::linear::LinearLayout;
 use tile_gir::pipeline::LoopPipeline;
 use tile_lang::ir::*;
 
-use super::{Lowering, R, Repr, llvm};
+use super::{GLOBAL, Lowering, R, Repr, llvm};
 
 /// A `for`'s lower and upper bounds, step, signedness and initial values (`loop_operands`).
 type LoopBounds<'c> = (IntValue<'c>, IntValue<'c>, IntValue<'c>, bool, Vec<Repr<'c>>);
@@ -165,7 +165,11 @@ impl<'c> Lowering<'c, '_> {
                 let phase = llvm(l.b.build_int_unsigned_div(it, sc, ""))?;
                 let parity = llvm(l.b.build_and(phase, l.i32c(1), ""))?;
                 let bar = l.barrier_ptr(pl, read)?;
-                l.mbarrier_wait(bar, parity)?;
+                let why = format!(
+                    "of the loop at line {} to be filled: its TMA copies never landed",
+                    op.loc.line
+                );
+                l.mbarrier_wait(bar, parity, read, &why)?;
             }
             if !ring {
                 l.barrier()?;
@@ -422,9 +426,24 @@ impl<'c> Lowering<'c, '_> {
         self.smem_abs_ptr(off)
     }
 
-    /// Spins until the mbarrier at `bar` has completed the phase of parity `parity`.
-    fn mbarrier_wait(&mut self, bar: inkwell::values::PointerValue<'c>, parity: IntValue<'c>) -> R<()> {
+    /// Spins until the mbarrier at `bar` has completed the phase of parity `parity`. In a debug
+    /// build the wait is bounded: after [`crate::DEBUG_WAIT_TIMEOUT_NS`] without completion the
+    /// thread prints which block, thread, stage (`stage`) and phase it was waiting for and
+    /// `why` (what should have completed it), and traps, so that a pipeline bug ends the launch
+    /// with an error instead of hanging the GPU.
+    fn mbarrier_wait(
+        &mut self,
+        bar: inkwell::values::PointerValue<'c>,
+        parity: IntValue<'c>,
+        stage: IntValue<'c>,
+        why: &str,
+    ) -> R<()> {
         let f = self.func();
+        let timer = "llvm.nvvm.read.ptx.sreg.globaltimer";
+        let start = match self.debug {
+            true => Some(self.intr1(timer, &[], &[])?.into_int_value()),
+            false => None,
+        };
         let spin = self.ctx.append_basic_block(f, "mbar_wait");
         let done = self.ctx.append_basic_block(f, "mbar_done");
         llvm(self.b.build_unconditional_branch(spin))?;
@@ -436,8 +455,77 @@ impl<'c> Lowering<'c, '_> {
                 &[bar.into(), parity.into()],
             )?
             .into_int_value();
-        llvm(self.b.build_conditional_branch(ok, done, spin))?;
+        let Some(start) = start else {
+            llvm(self.b.build_conditional_branch(ok, done, spin))?;
+            self.b.position_at_end(done);
+            return Ok(());
+        };
+        let check = self.ctx.append_basic_block(f, "mbar_check");
+        let stuck = self.ctx.append_basic_block(f, "mbar_stuck");
+        llvm(self.b.build_conditional_branch(ok, done, check))?;
+        self.b.position_at_end(check);
+        let now = self.intr1(timer, &[], &[])?.into_int_value();
+        let waited = llvm(self.b.build_int_sub(now, start, ""))?;
+        let limit = self.ctx.i64_type().const_int(crate::DEBUG_WAIT_TIMEOUT_NS, false);
+        let late = llvm(self.b.build_int_compare(IntPredicate::UGT, waited, limit, ""))?;
+        llvm(self.b.build_conditional_branch(late, stuck, spin))?;
+        self.b.position_at_end(stuck);
+        let mut args = Vec::new();
+        for axis in ["x", "y", "z"] {
+            let id = format!("llvm.nvvm.read.ptx.sreg.ctaid.{axis}");
+            args.push(self.intr1(&id, &[], &[])?.into_int_value());
+        }
+        args.extend([self.tid(), stage, parity]);
+        let message = format!(
+            "tile debug: kernel `{}`, block (%u, %u, %u), thread %u: waited {} s for stage %u \
+             (mbarrier phase parity %u) {why}; trapping\n",
+            self.k.name,
+            crate::DEBUG_WAIT_TIMEOUT_NS / 1_000_000_000
+        );
+        self.print_and_trap(&message, &args)?;
         self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// `vprintf(format, args)` then `trap`: ends the block it is lowered in.
+    fn print_and_trap(&mut self, format: &str, args: &[IntValue<'c>]) -> R<()> {
+        let text = self.ctx.const_string(format.as_bytes(), true);
+        let g = self
+            .m
+            .add_global(text.get_type(), Some(AddressSpace::from(GLOBAL)), "debug_message");
+        g.set_initializer(&text);
+        g.set_constant(true);
+        g.set_linkage(inkwell::module::Linkage::Private);
+        let generic = self.ctx.ptr_type(AddressSpace::default());
+        let fmt = llvm(self.b.build_address_space_cast(g.as_pointer_value(), generic, ""))?;
+        // The arguments, 32 bits each, in a local buffer allocated at the kernel's entry.
+        let i32t = self.ctx.i32_type();
+        let ty = i32t.array_type(args.len() as u32);
+        let here = self.b.get_insert_block().expect("inside the kernel");
+        let entry = self.func().get_first_basic_block().expect("the kernel has an entry");
+        match entry.get_first_instruction() {
+            Some(i) => self.b.position_before(&i),
+            None => self.b.position_at_end(entry),
+        }
+        let buf = llvm(self.b.build_alloca(ty, "debug_args"))?;
+        self.b.position_at_end(here);
+        for (i, a) in args.iter().enumerate() {
+            let at = unsafe {
+                llvm(
+                    self.b
+                        .build_in_bounds_gep(ty, buf, &[self.i32c(0), self.i32c(i as u64)], ""),
+                )?
+            };
+            llvm(self.b.build_store(at, *a))?;
+        }
+        let vprintf = self.m.get_function("vprintf").unwrap_or_else(|| {
+            let fty = i32t.fn_type(&[generic.into(), generic.into()], false);
+            self.m
+                .add_function("vprintf", fty, Some(inkwell::module::Linkage::External))
+        });
+        llvm(self.b.build_call(vprintf, &[fmt.into(), buf.into()], ""))?;
+        self.intr("llvm.trap", &[], &[])?;
+        llvm(self.b.build_unreachable())?;
         Ok(())
     }
 
@@ -584,7 +672,11 @@ impl<'c> Lowering<'c, '_> {
                     let parity = llvm(l.b.build_int_add(round, l.i32c(1), ""))?;
                     let parity = llvm(l.b.build_and(parity, l.i32c(1), ""))?;
                     let empty = l.empty_ptr(pl, stage)?;
-                    l.when(used, |l| l.mbarrier_wait(empty, parity))?;
+                    let why = format!(
+                        "of the loop at line {} to be released: some warp never finished reading it",
+                        op.loc.line
+                    );
+                    l.when(used, |l| l.mbarrier_wait(empty, parity, stage, &why))?;
                 }
                 l.intr1(
                     "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta",
