@@ -298,11 +298,7 @@ impl<'c> Lowering<'c, '_> {
         llvm(self.b.build_conditional_branch(is_producer, produce, consume))?;
         self.b.position_at_end(produce);
         if let Some((p, _)) = pr.regs {
-            self.intr(
-                "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
-                &[],
-                &[self.i32c(p as u64).into()],
-            )?;
+            self.setmaxnreg("dec", p)?;
         }
         let outer = self.vals.clone();
         self.producing = true;
@@ -313,12 +309,15 @@ impl<'c> Lowering<'c, '_> {
         llvm(self.b.build_return(None))?;
         self.b.position_at_end(consume);
         if let Some((_, c)) = pr.regs {
-            self.intr(
-                "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
-                &[],
-                &[self.i32c(c as u64).into()],
-            )?;
+            self.setmaxnreg("inc", c)?;
         }
+        Ok(())
+    }
+
+    /// `setmaxnreg.{dec,inc}`: this warpgroup's registers per thread become `regs`.
+    fn setmaxnreg(&self, how: &str, regs: u32) -> R<()> {
+        let name = format!("llvm.nvvm.setmaxnreg.{how}.sync.aligned.u32");
+        self.intr(&name, &[], &[self.i32c(regs as u64).into()])?;
         Ok(())
     }
 
