@@ -130,6 +130,17 @@ pub fn specialize(base: &[u8; 32], specialization: &[ArgSpec]) -> CacheKey {
     CacheKey(h.finalize().into())
 }
 
+/// `key` of a debug build when `debug` holds (another key: its kernels differ), else `key`.
+pub fn debug_key(key: [u8; 32], debug: bool) -> [u8; 32] {
+    if !debug {
+        return key;
+    }
+    let mut h = Sha256::new();
+    h.update(b"debug");
+    h.update(key);
+    h.finalize().into()
+}
+
 /// The key of an entry whose cubin `ptxas` (of version `version`) assembled: another ptxas gives
 /// another key, so a cubin is never served to a process using a different assembler.
 pub fn with_ptxas(key: &CacheKey, version: &str) -> CacheKey {

@@ -147,6 +147,17 @@ pub(crate) struct Plan {
     pub num_stages: u32,
     pub target: Target,
     pub base_key: [u8; 32],
+    /// A debug build (`KernelOptions::debug`).
+    pub debug: bool,
+}
+
+impl Plan {
+    /// The plan as a debug build (`CompileOptions::debug`) when `debug` holds: its own key.
+    pub fn with_debug(mut self, debug: bool) -> Plan {
+        self.base_key = cache::debug_key(self.base_key, debug);
+        self.debug = debug;
+        self
+    }
 }
 
 /// The bindings as the checker takes them.
@@ -257,6 +268,7 @@ pub(crate) fn plan(
         num_stages: config.num_stages,
         target: target.clone(),
         base_key,
+        debug: false,
     })
 }
 
@@ -331,7 +343,7 @@ pub fn jit_ptx(
     spec: &[ArgSpec],
 ) -> Result<String, JitError> {
     let program = Program::load(source)?;
-    let plan = plan(&program, name, &to_bindings(bindings), opts.num_warps, target, None)?;
+    let plan = plan(&program, name, &to_bindings(bindings), opts.num_warps, target, None)?.with_debug(opts.debug);
     Ok(build(&plan, spec, None, None)?.1.ptx)
 }
 
@@ -342,7 +354,7 @@ fn lower_plan(plan: &Plan, spec: &[ArgSpec], ptxas: Option<&Path>) -> Result<til
         num_warps: plan.num_warps,
         num_stages: plan.num_stages,
         specialization: spec.to_vec(),
-        debug: false,
+        debug: plan.debug,
     };
     let name = &plan.kernel.name;
     tile_driver::lower(&plan.kernel, &opts, ptxas).map_err(|e| match e {
@@ -417,7 +429,8 @@ pub fn jit_snapshot(
         opts.kernel.num_warps,
         &opts.target,
         None,
-    )?;
+    )?
+    .with_debug(opts.kernel.debug);
     let lowered = lower_plan(&plan, &opts.specialization, ptxas.as_deref())?;
     let mut out = String::new();
     let consts: Vec<String> = plan.kernel.consts.iter().map(|(n, v)| format!("{n}={v}")).collect();
@@ -531,6 +544,35 @@ mod tests {
             ArgSpec::of_ptr(512),
             ArgSpec::of_int(1000),
         ]
+    }
+
+    /// A debug build is another kernel under another key: matmul_tma's TMA ring, specialised
+    /// as an aligned launch, has bounded waits (a printf and a trap each) only when asked.
+    #[test]
+    fn a_debug_build_has_its_own_key_and_bounded_waits() {
+        let p = plan(&program(), "vector_add", &block(1024), None, &target(), None).unwrap();
+        let base = p.base_key;
+        assert_ne!(p.with_debug(true).base_key, base);
+        let source = || Source::Static(include_str!("../../../dsl-examples/matmul.tile"));
+        let bindings = [
+            ("BM", ConstValue::Int(128)),
+            ("BN", ConstValue::Int(256)),
+            ("BK", ConstValue::Int(64)),
+        ];
+        // a, b, c aligned; M, N, K multiples of 16; unit innermost strides (TMA).
+        let mut spec = vec![ArgSpec::of_ptr(0); 3];
+        spec.extend([4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1].map(ArgSpec::of_int));
+        let ptx = |debug| {
+            let opts = crate::KernelOptions {
+                num_warps: Some(8),
+                debug,
+            };
+            jit_ptx(source(), "matmul_tma", &bindings, &opts, &target(), &spec).unwrap()
+        };
+        let (plain, debug) = (ptx(false), ptx(true));
+        assert!(plain.contains("cp.async.bulk.tensor"), "not a TMA ring");
+        assert!(!plain.contains("vprintf") && !plain.contains("trap;"));
+        assert!(debug.contains("vprintf") && debug.contains("trap;") && debug.contains("%globaltimer"));
     }
 
     #[test]

@@ -49,6 +49,9 @@ impl Default for JitOptions {
 pub struct KernelOptions {
     /// Warps per block; `None`: the tuner's cached winner, else the static model's choice.
     pub num_warps: Option<u32>,
+    /// A debug build: every mbarrier wait of a TMA pipeline gives up after 10 s, prints what it
+    /// waited for and traps (the launch fails instead of hanging); slower, same results.
+    pub debug: bool,
 }
 
 /// Counters of what a [`Jit`] did, for tests, logs and benchmarks.
@@ -216,6 +219,7 @@ impl Jit {
         let j = &self.inner;
         let bindings = compile::to_bindings(bindings);
         let pk = compile::plan_key(&j.program, name, &bindings, opts.num_warps, &j.target);
+        let pk = crate::cache::debug_key(pk, opts.debug);
         if let Some(k) = lock(&j.kernels).get(&pk) {
             return Ok(JitKernel {
                 jit: j.clone(),
@@ -229,7 +233,8 @@ impl Jit {
             compute_capability: j.compute_capability,
             cache_dir: c.dir(),
         });
-        let plan = compile::plan(&j.program, name, &bindings, opts.num_warps, &j.target, tuned.as_ref())?;
+        let plan = compile::plan(&j.program, name, &bindings, opts.num_warps, &j.target, tuned.as_ref())?
+            .with_debug(opts.debug);
         let inner = lock(&j.kernels)
             .entry(pk)
             .or_insert_with(|| {
