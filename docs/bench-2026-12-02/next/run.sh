@@ -7,6 +7,9 @@ export TILE_CACHE_DIR=/tmp/tilecache
 T=./target/release/tilec
 V=docs/bench-2026-12-02/next/attention_variants.tile
 date -u +%FT%TZ
+# The tile-jit GPU tests (JIT=path of `cargo test --release -p tile-jit --test gpu --no-run`'s
+# binary, copied into the bundle), the debug build's timeout among them (~10 s).
+timeout 120 $JIT --ignored --test-threads 1 > $OUT/jit.log 2>&1; echo "jit gpu tests: $(grep '^test result' $OUT/jit.log)"; grep -E "FAILED|panicked" $OUT/jit.log | head -5
 timeout 150 $T verify --debug dsl-examples/attention.tile dsl-examples/matmul.tile dsl-examples/matmul_fp8.tile > $OUT/v-debug.log 2>&1; echo "debug builds: $(grep -E '^verify' $OUT/v-debug.log)"; grep -B2 -A3 FAIL $OUT/v-debug.log | cut -c1-200 | head -8
 timeout 90 $T verify $V > $OUT/v-variants.log 2>&1; echo "variants: $(grep -E '^verify' $OUT/v-variants.log)"; grep -B2 -A3 FAIL $OUT/v-variants.log | cut -c1-200 | head -8
 date -u +%FT%TZ

@@ -759,3 +759,128 @@ fn collectives_and_sync_domains_on_one_gpu() {
         "{e}"
     );
 }
+
+/// A debug build's bounded wait, on a kernel made to hang: matmul_tma's TMA ring (8 warps, 4
+/// stages, a producer warpgroup) built with `debug`, its PTX patched so that every stage's full
+/// barrier expects 16 bytes more than its copies bring — the first wait never completes. The
+/// launch must end in an error after the 10 s bound (not hang), printing what it waited for.
+/// The faulting launch runs in a child process (this test binary, `debug_build_child`): a trap
+/// leaves the CUDA context unusable for the rest of the process.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_debug_build_traps_instead_of_hanging() {
+    let exe = std::env::current_exe().unwrap();
+    let started = std::time::Instant::now();
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "debug_build_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("TILE_TEST_DEBUG_CHILD", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hang would be the bug under test: give up after two minutes.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let elapsed = started.elapsed();
+    assert!(status.is_some(), "the debug build hung for {elapsed:?}:\n{text}");
+    assert!(text.contains("the launch failed:"), "the launch did not fail:\n{text}");
+    assert!(
+        text.contains("tile debug: kernel `matmul_tma`") && text.contains("to be filled"),
+        "no message naming the wait:\n{text}"
+    );
+    assert!(elapsed.as_secs_f64() >= 9.0, "trapped after only {elapsed:?}:\n{text}");
+}
+
+/// The faulting launch of [`a_debug_build_traps_instead_of_hanging`] (only in its child).
+#[test]
+#[ignore = "needs a CUDA GPU; run by a_debug_build_traps_instead_of_hanging"]
+fn debug_build_child() {
+    if std::env::var("TILE_TEST_DEBUG_CHILD").is_err() {
+        return;
+    }
+    let gpu = gpu();
+    let target = tile_jit::target("sm_90a").unwrap();
+    let src = tile_driver::Source::parse("matmul.tile", include_str!("../../../dsl-examples/matmul.tile")).unwrap();
+    let consts = [("BM", 128), ("BN", 256), ("BK", 64)]
+        .map(|(n, v)| (n.to_string(), ConstValue::Int(v)))
+        .to_vec();
+    let req = tile_driver::Request {
+        pins: tile_driver::Pins {
+            consts,
+            num_warps: Some(8),
+            num_stages: Some(4),
+        },
+        ..tile_driver::Request::new("matmul_tma", target.clone())
+    };
+    let c = tile_driver::compile(&src, &req, tile_driver::Stage::Ir).unwrap();
+    let (m, n, k) = (256u32, 256u32, 256u32);
+    let ints = [m, n, k, k, 1, n, 1, n, 1];
+    let mut spec = vec![tile_jit::ArgSpec::of_ptr(0); 3];
+    spec.extend(ints.map(|v| tile_jit::ArgSpec::of_int(v as i64)));
+    let opts = tile_driver::CompileOptions {
+        target,
+        num_warps: 8,
+        num_stages: 4,
+        specialization: spec,
+        debug: true,
+    };
+    let mut compiled = tile_driver::lower(c.kernel(), &opts, None).unwrap().compiled;
+    assert!(compiled.ptx.contains("vprintf"), "not a debug build");
+    // Each `mbarrier.arrive.expect_tx ..., %rN;` takes its byte count from `mov.b32 %rN, BYTES;`.
+    let mut patched = 0;
+    let lines: Vec<String> = compiled.ptx.lines().map(str::to_string).collect();
+    let mut out = lines.clone();
+    for l in &lines {
+        let t = l.trim();
+        if !t.starts_with("mbarrier.arrive.expect_tx") {
+            continue;
+        }
+        let reg = t.trim_end_matches(';').rsplit(", ").next().unwrap().to_string();
+        for o in out.iter_mut() {
+            let prefix = format!("mov.b32 \t{reg}, ");
+            if let Some(bytes) = o.trim().strip_prefix(&prefix) {
+                let bytes: u32 = bytes.trim_end_matches(';').parse().unwrap();
+                *o = format!("\tmov.b32 \t{reg}, {};", bytes + 16);
+                patched += 1;
+            }
+        }
+    }
+    assert!(patched > 0, "no expect_tx byte count found to patch");
+    compiled.ptx = out.join("\n");
+    let f = gpu
+        .load(Image::Ptx(&compiled.ptx), &compiled.name, compiled.smem_bytes)
+        .unwrap();
+    let a = gpu.zeros((m * k * 2) as usize).unwrap();
+    let b = gpu.zeros((k * n * 2) as usize).unwrap();
+    let cbuf = gpu.zeros((m * n * 2) as usize).unwrap();
+    let mut args = vec![KernelArg::Buffer(&a), KernelArg::Buffer(&b), KernelArg::Buffer(&cbuf)];
+    args.extend(ints.map(KernelArg::U32));
+    let maps = tile_jit::tune::launch_maps(&gpu, c.kernel(), &compiled, &args).unwrap();
+    args.extend(maps.iter().map(KernelArg::TensorMap));
+    let grid = [(m / 128) * (n / 256), 1, 1];
+    match gpu.launch(&f, grid, compiled.threads_per_block, compiled.smem_bytes, &args) {
+        Ok(()) => println!("the launch completed"),
+        Err(e) => println!("the launch failed: {e}"),
+    }
+}
