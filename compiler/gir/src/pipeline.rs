@@ -19,8 +19,8 @@
 //!   ([`LoopPipeline::ring`]) and the loop has no block-wide barrier: warps release a stage once
 //!   the instructions reading it are done, and thread 0 waits for that release before refilling;
 //! - a ring loop at the top of the kernel gets a producer warpgroup ([`Producer`]) when
-//!   `#[warp_specialize]` asks for it, or by default when its buffers leave room for one block
-//!   per SM anyway: 128 more threads, one of which issues every copy, so that the warps
+//!   `#[warp_specialize]` asks for it, or by default when the kernel's shared memory leaves
+//!   room for one block per SM anyway ([`specialize`]): 128 more threads, one of which issues every copy, so that the warps
 //!   computing (the consumers) never wait to refill a stage.
 //!
 //! A tensor-core operand defined before such a loop (attention's Q) is written to its own
@@ -73,7 +73,8 @@ pub struct LoopPipeline {
     /// Carried values (index among the loop's carried values) the issue ops read.
     pub carried: Vec<usize>,
     /// How many iterations ahead the copies run: `stages - 1`, or `stages - 2` when a wgmma
-    /// stays in flight across iterations (its stage must not be refilled until it is done).
+    /// stays in flight across iterations (its stage must not be refilled until it is done), or
+    /// `stages` with a producer (whose waits for each stage's release guard the refills).
     pub ahead: u32,
     /// wgmma dots whose accumulator is only carried to the next iteration's same dot: each
     /// iteration waits for the previous iteration's instructions only (`wait_group 1`), and the
