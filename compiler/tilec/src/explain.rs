@@ -93,6 +93,12 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
         e.blocks_per_sm,
         e.occupancy * 100.0
     )?;
+    if e.producer {
+        writeln!(
+            out,
+            "  a producer warpgroup (128 of the threads) issues the pipelined loop's TMA copies"
+        )?;
+    }
     writeln!(
         out,
         "  {} programs, time {} ({}-bound: memory {}, ALU {}, shared memory {})",

@@ -84,6 +84,8 @@ pub struct Estimate {
     pub wgmma_in_flight: bool,
     /// Bytes the TMA engine copies into one stage (the most over the kernel's loops; 0: no TMA).
     pub tma_stage_bytes: u32,
+    /// Whether a producer warpgroup issues a loop's copies (counted in `threads`).
+    pub producer: bool,
     /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
     /// case specialises on).
     pub int_args: HashMap<ValueId, i64>,
@@ -405,6 +407,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         copies_ahead,
         wgmma_in_flight: plan.pipelines.values().any(|p| !p.async_dots.is_empty()),
         tma_stage_bytes: plan.pipelines.values().map(|p| p.tma_bytes()).max().unwrap_or(0),
+        producer: plan.producer().is_some(),
         int_args: launch.scalars.clone(),
     }
 }

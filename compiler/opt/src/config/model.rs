@@ -120,14 +120,21 @@ impl Regs<'_> {
         for (i, op) in r.ops.iter().enumerate() {
             let live_in = self.sum(live.iter().copied());
             for sub in &op.regions {
-                // Inside a loop or branch, everything live across the op stays live, and so do
-                // the values the region reads from here.
+                // Inside a loop or branch, everything live across the op stays live. So do the
+                // values a loop's body reads from here (every iteration reads them); a branch
+                // runs once, and a value it reads last dies at its last use inside.
+                let across = |v: &ValueId| last(*v).is_some_and(|l| l > i);
+                let once = matches!(op.kind, OpKind::If);
                 let held: HashSet<ValueId> = live
                     .iter()
                     .copied()
-                    .filter(|v| last(*v).is_some_and(|l| l > i) || sub_reads(sub, *v))
+                    .filter(|v| across(v) || (!once && sub_reads(sub, *v)))
                     .collect();
-                peak = peak.max(self.peak(sub, &sub.args, outer + self.sum(held.into_iter())));
+                let mut defs = sub.args.clone();
+                if once {
+                    defs.extend(live.iter().copied().filter(|v| !across(v) && sub_reads(sub, *v)));
+                }
+                peak = peak.max(self.peak(sub, &defs, outer + self.sum(held.into_iter())));
             }
             live.retain(|v| last(*v).is_some_and(|l| l > i));
             for res in &op.results {
