@@ -53,6 +53,27 @@ fn example_ir_snapshots_and_round_trip() {
     }
 }
 
+/// The GPU test files' kernels (loop attributes such as `#[warp_specialize]` included) go
+/// through the IR's text form unchanged too.
+#[test]
+fn gpu_test_ir_round_trips() {
+    let mut kernels_seen = 0;
+    for p in tile_files("tests/gpu") {
+        let (name, text) = (rel(&p), std::fs::read_to_string(&p).unwrap());
+        let ast = syntax::parse(&text).unwrap();
+        let (kernels, diags) = check::check_file(&text, &ast, &vec![]);
+        assert!(diags.is_empty(), "{name}");
+        for k in &kernels {
+            let printed = k.to_string();
+            let parsed =
+                ir::parse_kernel(&printed).unwrap_or_else(|e| panic!("{name}: IR does not parse back: {e}\n{printed}"));
+            assert_eq!(&parsed, k, "{name}: IR changed through its text form");
+            kernels_seen += 1;
+        }
+    }
+    assert!(kernels_seen > 20, "{kernels_seen} kernels");
+}
+
 #[test]
 fn example_ast_prints_back() {
     for (name, text) in examples() {
