@@ -213,6 +213,25 @@ impl Cx<'_> {
 
     // ---- loops --------------------------------------------------------------------------------
 
+    /// The one value of loop attribute `a` as `read` takes it; `None` (reported: the attribute
+    /// takes `want`, `label` under the value) when it does not.
+    fn loop_attr_value<T>(
+        &mut self,
+        a: &crate::syntax::ast::Attribute,
+        read: impl Fn(&Self, &Val) -> Option<T>,
+        want: &str,
+        label: &str,
+    ) -> R<Option<T>> {
+        let v = self.expr(&a.args[0])?;
+        let got = read(self, &v);
+        if got.is_none() {
+            self.error(
+                Diagnostic::error(a.args[0].span, format!("`#[{}(..)]` takes {want}", a.name.name)).label(label),
+            );
+        }
+        Ok(got)
+    }
+
     fn for_loop(&mut self, f: &ForLoop) -> R<()> {
         let mut unroll = false;
         let mut stages = None;
@@ -229,17 +248,9 @@ impl Cx<'_> {
                     bad_attr = true;
                 }
                 "stages" if a.args.len() == 1 => {
-                    let v = self.expr(&a.args[0])?;
-                    match self.const_int(&v) {
-                        Some(n) if (1..=8).contains(&n) => stages = Some(n as u32),
-                        _ => {
-                            self.error(
-                                Diagnostic::error(a.args[0].span, "`#[stages(..)]` takes a constant between 1 and 8")
-                                    .label("not a valid stage count"),
-                            );
-                            bad_attr = true;
-                        }
-                    }
+                    let read = |cx: &Self, v: &Val| cx.const_int(v).filter(|n| (1..=8).contains(n)).map(|n| n as u32);
+                    stages = self.loop_attr_value(a, read, "a constant between 1 and 8", "not a valid stage count")?;
+                    bad_attr |= stages.is_none();
                 }
                 "stages" => {
                     self.error(
@@ -251,20 +262,10 @@ impl Cx<'_> {
                 }
                 "warp_specialize" if a.args.is_empty() => warp_specialize = Some(true),
                 "warp_specialize" if a.args.len() == 1 => {
-                    let v = self.expr(&a.args[0])?;
-                    match self.const_bool(&v) {
-                        Some(b) => warp_specialize = Some(b),
-                        None => {
-                            self.error(
-                                Diagnostic::error(
-                                    a.args[0].span,
-                                    "`#[warp_specialize(..)]` takes a constant `true` or `false`",
-                                )
-                                .label("not a constant bool"),
-                            );
-                            bad_attr = true;
-                        }
-                    }
+                    let read = |cx: &Self, v: &Val| cx.const_bool(v);
+                    warp_specialize =
+                        self.loop_attr_value(a, read, "a constant `true` or `false`", "not a constant bool")?;
+                    bad_attr |= warp_specialize.is_none();
                 }
                 "warp_specialize" => {
                     self.error(
