@@ -232,6 +232,15 @@ impl Cx<'_> {
         Ok(got)
     }
 
+    /// Reports loop attribute `a` given more values than it takes (`takes`).
+    fn loop_attr_arity(&mut self, a: &crate::syntax::ast::Attribute, takes: &str, help: &str) {
+        self.error(
+            Diagnostic::error(a.span, format!("`#[{}(..)]` takes {takes}", a.name.name))
+                .label(format!("{} values given", a.args.len()))
+                .help(help),
+        );
+    }
+
     fn for_loop(&mut self, f: &ForLoop) -> R<()> {
         let mut unroll = false;
         let mut stages = None;
@@ -253,11 +262,7 @@ impl Cx<'_> {
                     bad_attr |= stages.is_none();
                 }
                 "stages" => {
-                    self.error(
-                        Diagnostic::error(a.span, "`#[stages(..)]` takes one value")
-                            .label(format!("{} values given", a.args.len()))
-                            .help("e.g. `#[stages(3)]`"),
-                    );
+                    self.loop_attr_arity(a, "one value", "e.g. `#[stages(3)]`");
                     bad_attr = true;
                 }
                 "warp_specialize" if a.args.is_empty() => warp_specialize = Some(true),
@@ -268,11 +273,8 @@ impl Cx<'_> {
                     bad_attr |= warp_specialize.is_none();
                 }
                 "warp_specialize" => {
-                    self.error(
-                        Diagnostic::error(a.span, "`#[warp_specialize(..)]` takes at most one value")
-                            .label(format!("{} values given", a.args.len()))
-                            .help("write `#[warp_specialize]`, or `#[warp_specialize(false)]` to forbid it"),
-                    );
+                    let help = "write `#[warp_specialize]`, or `#[warp_specialize(false)]` to forbid it";
+                    self.loop_attr_arity(a, "at most one value", help);
                     bad_attr = true;
                 }
                 _ => {
