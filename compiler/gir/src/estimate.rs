@@ -71,12 +71,24 @@ pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
 
 /// The most scratch any op needs inside pipelined loops, and outside them.
 pub fn scratch_needs(k: &Kernel, plan: &GpuPlan) -> (u32, u32) {
+    let (mut need_in, mut need_out) = (0u32, 0u32);
+    scratch_uses(k, plan, &mut |_, bytes, inside| {
+        let need = if inside { &mut need_in } else { &mut need_out };
+        *need = (*need).max(bytes);
+    });
+    (need_in, need_out)
+}
+
+/// Calls `f` with every op that moves data through scratch shared memory, the bytes it needs
+/// there (rounded up to 16; an op may be reported more than once: once per operand it converts
+/// to another layout, once for its own staging), and whether it is inside a pipelined loop.
+/// What [`scratch_needs`] sizes the region by, and what the config model charges as
+/// shared-memory traffic.
+pub fn scratch_uses(k: &Kernel, plan: &GpuPlan, f: &mut dyn FnMut(&Op, u32, bool)) {
     let threads = plan.threads;
     let mv = max_vec(k);
-    let (mut need_in, mut need_out) = (0u32, 0u32);
     walk_with_yields(&k.body, &[], plan, false, &mut |op, yields_to, inside| {
-        let need = if inside { &mut need_in } else { &mut need_out };
-        let mut want = |bytes: u32| *need = (*need).max(bytes.next_multiple_of(16));
+        let mut want = |bytes: u32| f(op, bytes.next_multiple_of(16), inside);
         // Operands the lowering converts to another layout go through scratch.
         let skipped = op
             .results
@@ -141,7 +153,6 @@ pub fn scratch_needs(k: &Kernel, plan: &GpuPlan) -> (u32, u32) {
             _ => {}
         }
     });
-    (need_in, need_out)
 }
 
 /// Whether a `Reduce` the plan does not run in its operand's layout is a block reduction: a

@@ -22,14 +22,51 @@ fn words(e: Elem) -> usize {
     }
 }
 
-/// Every value an op reads, its nested regions included.
-fn all_uses(op: &Op, out: &mut HashSet<ValueId>) {
-    out.extend(op.operands.iter().copied());
+/// Every value an op reads, its nested regions included, except the reads in `skip` (by the
+/// reading op's first result and the value read).
+fn all_uses(op: &Op, skip: &HashSet<(ValueId, ValueId)>, out: &mut HashSet<ValueId>) {
+    let by = op.results.first();
+    out.extend(
+        op.operands
+            .iter()
+            .copied()
+            .filter(|v| by.is_none_or(|r| !skip.contains(&(*r, *v)))),
+    );
     for r in &op.regions {
         for o in &r.ops {
-            all_uses(o, out);
+            all_uses(o, skip, out);
         }
     }
+}
+
+/// The reads of a pipelined loop's resident operands (tiles from before the loop that its
+/// tensor-core dots read): the lowering writes them to shared memory once, before the loop, and
+/// the dots read them there, so their registers die at the loop. By reading op and value: the
+/// dot, or the `trans` it reads B through.
+fn resident_reads(k: &Kernel, plan: &GpuPlan) -> HashSet<(ValueId, ValueId)> {
+    let mut skip = HashSet::new();
+    k.walk(&mut |op| {
+        let OpKind::For { .. } = op.kind else { return };
+        let body = &op.regions[0];
+        let Some(pl) = body.args.first().and_then(|i| plan.pipelines.get(i)) else {
+            return;
+        };
+        let resident: HashSet<ValueId> = pl.resident.iter().map(|r| r.load).collect();
+        for o in &body.ops {
+            let OpKind::Dot(_) = o.kind else { continue };
+            let dot = o.results[0];
+            for v in &o.operands[..2] {
+                if resident.contains(v) {
+                    skip.insert((dot, *v));
+                }
+            }
+            if let Some(x) = plan.transposed_b.get(&dot).filter(|x| resident.contains(x)) {
+                skip.insert((o.operands[1], *x));
+                skip.insert((dot, o.operands[1]));
+            }
+        }
+    });
+    skip
 }
 
 struct Regs<'a> {
@@ -49,6 +86,8 @@ struct Regs<'a> {
     /// Pointer tiles used only to address such copies (and advanced for the next iteration):
     /// the lowering reads one pointer per 16-byte chunk, so only those stay live.
     copy_ptrs: HashSet<ValueId>,
+    /// Reads that need no register (see [`resident_reads`]).
+    resident_reads: HashSet<(ValueId, ValueId)>,
     plan: &'a GpuPlan,
 }
 
@@ -98,6 +137,14 @@ impl Regs<'_> {
         }
     }
 
+    fn sub_reads(&self, r: &Region, v: ValueId) -> bool {
+        r.ops.iter().any(|op| {
+            let mut u = HashSet::new();
+            all_uses(op, &self.resident_reads, &mut u);
+            u.contains(&v)
+        })
+    }
+
     fn sum(&self, vs: impl Iterator<Item = ValueId>) -> usize {
         vs.map(|v| self.cost(v)).sum()
     }
@@ -110,7 +157,7 @@ impl Regs<'_> {
             .iter()
             .map(|op| {
                 let mut u = HashSet::new();
-                all_uses(op, &mut u);
+                all_uses(op, &self.resident_reads, &mut u);
                 u
             })
             .collect();
@@ -128,11 +175,11 @@ impl Regs<'_> {
                 let held: HashSet<ValueId> = live
                     .iter()
                     .copied()
-                    .filter(|v| across(v) || (!once && sub_reads(sub, *v)))
+                    .filter(|v| across(v) || (!once && self.sub_reads(sub, *v)))
                     .collect();
                 let mut defs = sub.args.clone();
                 if once {
-                    defs.extend(live.iter().copied().filter(|v| !across(v) && sub_reads(sub, *v)));
+                    defs.extend(live.iter().copied().filter(|v| !across(v) && self.sub_reads(sub, *v)));
                 }
                 peak = peak.max(self.peak(sub, &defs, outer + self.sum(held.into_iter())));
             }
@@ -148,14 +195,6 @@ impl Regs<'_> {
         }
         peak
     }
-}
-
-fn sub_reads(r: &Region, v: ValueId) -> bool {
-    r.ops.iter().any(|op| {
-        let mut u = HashSet::new();
-        all_uses(op, &mut u);
-        u.contains(&v)
-    })
 }
 
 /// Tiles computed from indices alone: `arange`, program ids, constants and scalars, through
@@ -282,6 +321,7 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         repeats,
         staged,
         copy_ptrs,
+        resident_reads: resident_reads(k, plan),
         plan,
     };
     let mut defs: Vec<ValueId> = k.params.iter().map(|p| p.value).collect();
@@ -340,6 +380,9 @@ struct CostWalk<'a> {
     work: Work,
     /// Global-load bytes of the region being walked (one entry per nesting level).
     level_bytes: Vec<f64>,
+    /// Bytes each op moves through scratch shared memory ([`estimate::scratch_uses`]), by the
+    /// op's address in `k` (borrowed for the whole walk).
+    scratch: HashMap<*const Op, f64>,
 }
 
 impl CostWalk<'_> {
@@ -495,9 +538,6 @@ impl CostWalk<'_> {
                 // Every tile a reduction folds together (one, except for tuple reductions).
                 for &src in &op.operands {
                     if !k.ty(src).is_scalar() {
-                        // Staged through shared memory: written once, read once (an upper bound
-                        // for the moves the lowering keeps in registers).
-                        self.work.smem_bytes += 2.0 * numel(src) * bytes(src) * m;
                         self.work.insts += self.thread_elems(src) * m;
                     }
                 }
@@ -514,6 +554,11 @@ impl CostWalk<'_> {
                 self.work.insts += self.thread_elems(op.results[0]) * m
             }
             _ => {}
+        }
+        // Data moved through scratch (layout conversions, staged reductions, scans, permutes):
+        // written once, read once.
+        if !matches!(op.kind, OpKind::Dot(_)) {
+            self.work.smem_bytes += 2.0 * self.scratch.get(&std::ptr::from_ref(op)).copied().unwrap_or(0.0) * m;
         }
         match &op.kind {
             OpKind::For { .. } => {
@@ -545,7 +590,11 @@ pub fn work(k: &Kernel, plan: &GpuPlan, launch: &Launch) -> Work {
         grid: launch.grid,
         work: Work::default(),
         level_bytes: Vec::new(),
+        scratch: HashMap::new(),
     };
+    estimate::scratch_uses(k, plan, &mut |op, bytes, _| {
+        *w.scratch.entry(std::ptr::from_ref(op)).or_default() += bytes as f64;
+    });
     w.region(&k.body, 1.0);
     w.work
 }
