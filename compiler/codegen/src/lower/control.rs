@@ -117,11 +117,24 @@ impl<'c> Lowering<'c, '_> {
 
     pub(super) fn if_op(&mut self, op: &Op) -> R<()> {
         let c = self.scalar(op.operands[0]).into_int_value();
+        // wgmma dots still pending here stay in flight through both branches (none reads them:
+        // `settle_wgmma` waited for those before the `if`).
+        let saved = self.pending_before_branch();
+        let floor = self.wgmma_floor.replace(saved.0.len());
         let out = self.either(
             c,
-            |l| l.region(&op.regions[0], &[], &op.results),
-            |l| l.region(&op.regions[1], &[], &op.results),
+            |l| {
+                let y = l.region(&op.regions[0], &[], &op.results)?;
+                l.restore_pending(&saved);
+                Ok(y)
+            },
+            |l| {
+                let y = l.region(&op.regions[1], &[], &op.results)?;
+                l.restore_pending(&saved);
+                Ok(y)
+            },
         )?;
+        self.wgmma_floor = floor;
         for (r, v) in op.results.iter().zip(out) {
             self.set(*r, v);
         }

@@ -3,6 +3,8 @@
 //! accumulator layout), else both operands through shared memory and a plain FMA loop over the
 //! inner dimension.
 
+use std::collections::HashSet;
+
 use inkwell::AddressSpace;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue};
@@ -257,13 +259,25 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// Before `op`: waits for the pending wgmma dots it reads (and the older ones, which
-    /// `wait_group` retires in order), or for all of them before a region (a loop's iterations
-    /// and an `if`'s branches start and end with none pending) and at a `yield`.
+    /// `wait_group` retires in order). An `if` waits for those its branches read, the others
+    /// stay in flight through it (see [`if_op`](Self::if_op)); a loop waits for all of them
+    /// (its iterations start and end with none pending); so does a `yield` (see
+    /// [`settle_wgmma_at_end`](Self::settle_wgmma_at_end)).
     pub(super) fn settle_wgmma(&mut self, op: &Op) -> R<()> {
         if self.pending_wgmma.is_empty() {
             return Ok(());
         }
-        let upto = if matches!(op.kind, OpKind::Yield) || !op.regions.is_empty() {
+        if let OpKind::Yield = op.kind {
+            return self.settle_wgmma_at_end(&op.operands);
+        }
+        let upto = if matches!(op.kind, OpKind::If) {
+            let mut read = HashSet::new();
+            reads(op, &mut read);
+            match self.pending_wgmma.iter().rposition(|(v, _)| read.contains(v)) {
+                Some(i) => i + 1,
+                None => return Ok(()),
+            }
+        } else if !op.regions.is_empty() {
             self.pending_wgmma.len()
         } else {
             match self.pending_wgmma.iter().rposition(|(v, _)| op.operands.contains(v)) {
@@ -272,6 +286,41 @@ impl<'c> Lowering<'c, '_> {
             }
         };
         self.wait_wgmma(upto)
+    }
+
+    /// At the end of a region (its `yield`, which hands on `yielded`): a loop body waits for
+    /// every pending wgmma dot. A branch of an `if` waits only for those it yields when it
+    /// committed none of its own; else for all (`wait_group` cannot retire a younger group
+    /// before an older one).
+    pub(super) fn settle_wgmma_at_end(&mut self, yielded: &[ValueId]) -> R<()> {
+        let upto = match self.wgmma_floor {
+            Some(floor) if self.pending_wgmma.len() == floor => self
+                .pending_wgmma
+                .iter()
+                .rposition(|(v, _)| yielded.contains(v))
+                .map_or(0, |i| i + 1),
+            _ => self.pending_wgmma.len(),
+        };
+        self.wait_wgmma(upto)
+    }
+
+    /// The wgmma dots pending before an `if`, and their values, for each branch to start from
+    /// and for the code after it: a branch may have waited for them (when it committed a dot
+    /// of its own), but the other path has not, and values set in a branch do not reach past
+    /// it. Waiting again after the `if` for a group already retired costs nothing.
+    pub(super) fn pending_before_branch(&self) -> (Vec<(ValueId, Vec<BasicValueEnum<'c>>)>, Vec<(ValueId, Repr<'c>)>) {
+        let vals = self.pending_wgmma.iter().map(|(v, _)| (*v, self.get(*v))).collect();
+        (self.pending_wgmma.clone(), vals)
+    }
+
+    pub(super) fn restore_pending(
+        &mut self,
+        saved: &(Vec<(ValueId, Vec<BasicValueEnum<'c>>)>, Vec<(ValueId, Repr<'c>)>),
+    ) {
+        self.pending_wgmma = saved.0.clone();
+        for (v, r) in &saved.1 {
+            self.set(*v, r.clone());
+        }
     }
 
     /// Waits for the oldest `n` pending wgmma dots (`wait_group` with the younger ones left in
@@ -514,5 +563,15 @@ fn vector_of(t: BasicTypeEnum<'_>, n: u32) -> inkwell::types::VectorType<'_> {
         BasicTypeEnum::FloatType(f) => f.vec_type(n),
         BasicTypeEnum::IntType(i) => i.vec_type(n),
         _ => unreachable!("tensor-core operands are 16-bit floats"),
+    }
+}
+
+/// Every value `op` reads, in its nested regions too.
+fn reads(op: &Op, out: &mut HashSet<ValueId>) {
+    out.extend(op.operands.iter().copied());
+    for r in &op.regions {
+        for o in &r.ops {
+            reads(o, out);
+        }
     }
 }

@@ -89,6 +89,7 @@ pub(crate) fn lower<'c>(
         map_params: Vec::new(),
         in_pipeline: 0,
         pending_wgmma: Vec::new(),
+        wgmma_floor: None,
         producing: false,
         debug,
     };
@@ -162,6 +163,9 @@ struct Lowering<'c, 'a> {
     /// values hold the accumulators as the instructions will leave them, read only through a
     /// `wgmma.wait_group`.
     pending_wgmma: Vec<(ValueId, Vec<BasicValueEnum<'c>>)>,
+    /// Inside a branch of an `if`: how many of `pending_wgmma` were pending before it (they
+    /// stay in flight through the branch unless it reads them or commits a dot of its own).
+    wgmma_floor: Option<usize>,
     /// Whether the code being lowered is the producer warpgroup's (see `producer`).
     producing: bool,
     /// A debug build (`CompileOptions::debug`): mbarrier waits are bounded.
@@ -276,7 +280,7 @@ impl<'c> Lowering<'c, '_> {
                 self.vals.insert(v, r);
             }
         }
-        self.wait_wgmma(self.pending_wgmma.len())?;
+        self.settle_wgmma_at_end(&[])?;
         Ok(vec![])
     }
 
@@ -389,7 +393,10 @@ impl<'c> Lowering<'c, '_> {
             // (on the way out, the reset after the match covers them)
             OpKind::For { .. } => {
                 self.smem_state = SmemState::Unknown;
+                // A loop's iterations start and end with no wgmma pending.
+                let floor = self.wgmma_floor.take();
                 self.for_op(op)?;
+                self.wgmma_floor = floor;
             }
             OpKind::If => {
                 self.smem_state = SmemState::Unknown;
