@@ -47,6 +47,18 @@ pub struct Target {
     pub fp8: bool,
 }
 
+impl Target {
+    /// How many blocks of `smem` bytes of dynamic shared memory one SM holds at once (by shared
+    /// memory alone; `u32::MAX` for none).
+    pub fn blocks_by_smem(&self, smem: u32) -> u32 {
+        if smem == 0 {
+            u32::MAX
+        } else {
+            self.smem_per_sm / (smem + self.smem_reserved_per_block)
+        }
+    }
+}
+
 pub const TARGETS: &[Target] = &[
     Target {
         sm: "sm_80",

@@ -231,7 +231,7 @@ pub fn plan(
 /// register split assumes one (with a second block resident, as attention's at head dim 64,
 /// it measured 18% slower on the H200).
 pub fn specialize(k: &Kernel, loops: &mut HashMap<ValueId, LoopPipeline>, warps: u32, target: &Target, smem: u32) {
-    let one_block = 2 * (smem + target.smem_reserved_per_block) > target.smem_per_sm;
+    let one_block = target.blocks_by_smem(smem) < 2;
     for op in &k.body.ops {
         let OpKind::For { warp_specialize, .. } = op.kind else {
             continue;

@@ -486,7 +486,8 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    /// `vprintf(format, args)` then `trap`: ends the block it is lowered in.
+    /// `vprintf(format, args)` from the first lane of each warp (the others wait alike), then
+    /// `trap`: ends the block it is lowered in.
     fn print_and_trap(&mut self, format: &str, args: &[IntValue<'c>]) -> R<()> {
         let text = self.ctx.const_string(format.as_bytes(), true);
         let g = self
@@ -522,7 +523,12 @@ impl<'c> Lowering<'c, '_> {
             self.m
                 .add_function("vprintf", fty, Some(inkwell::module::Linkage::External))
         });
-        llvm(self.b.build_call(vprintf, &[fmt.into(), buf.into()], ""))?;
+        let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
+        let first = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
+        self.when(first, |l| {
+            llvm(l.b.build_call(vprintf, &[fmt.into(), buf.into()], ""))?;
+            Ok(())
+        })?;
         self.intr("llvm.trap", &[], &[])?;
         llvm(self.b.build_unreachable())?;
         Ok(())

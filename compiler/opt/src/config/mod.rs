@@ -353,11 +353,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         ),
     };
     let by_regs = t.target.regs_per_sm / alloc.max(1);
-    let by_smem = if smem == 0 {
-        u32::MAX
-    } else {
-        t.target.smem_per_sm / (smem + t.target.smem_reserved_per_block)
-    };
+    let by_smem = t.target.blocks_by_smem(smem);
     let by_threads = t.max_threads_per_sm / threads;
     let blocks = by_regs.min(by_smem).min(by_threads).min(t.max_blocks_per_sm);
     let programs = launch.grid.iter().map(|g| *g as u64).product::<u64>();
