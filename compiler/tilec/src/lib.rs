@@ -940,6 +940,14 @@ pub struct GpuBackend {
 /// the reference, if the spec names one, and with the interpreter), else on the interpreter
 /// (comparing with the reference, if any: without one, a case passes when it runs without error).
 pub fn verify(text: &str, opts: &VerifyOptions) -> Result<Vec<CaseResult>, Vec<Diagnostic>> {
+    let mut results = Vec::new();
+    verify_each(text, opts, &mut |r| results.push(r))?;
+    Ok(results)
+}
+
+/// [`verify`], handing each case's result to `each` as soon as it is known (what `tilec
+/// verify` prints while the next case runs).
+pub fn verify_each(text: &str, opts: &VerifyOptions, each: &mut dyn FnMut(CaseResult)) -> Result<(), Vec<Diagnostic>> {
     let c = check_source(text, &vec![]);
     if !c.diags.is_empty() {
         return Err(c.diags);
@@ -951,7 +959,6 @@ pub fn verify(text: &str, opts: &VerifyOptions) -> Result<Vec<CaseResult>, Vec<D
         ast,
         parse_time: Default::default(),
     };
-    let mut results = Vec::new();
     // Cases are numbered per kernel across its run specs, so that saved files never collide.
     let mut numbered: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for s in &c.specs {
@@ -988,10 +995,10 @@ pub fn verify(text: &str, opts: &VerifyOptions) -> Result<Vec<CaseResult>, Vec<D
                 Err(e) => r.error = Some(e),
             }
             r.millis = started.elapsed().as_secs_f64() * 1e3;
-            results.push(r);
+            each(r);
         }
     }
-    Ok(results)
+    Ok(())
 }
 
 type CaseOutcome = (Vec<spec::Comparison>, Vec<String>);
@@ -1357,69 +1364,84 @@ fn cmd_verify(
             limits,
             save: save.clone(),
         };
-        match verify(&src.text, &opts) {
+        // Each case is printed as soon as it is verified (the file's name before its first).
+        let (mut cases, mut written) = (0usize, Ok(()));
+        let outcome = verify_each(&src.text, &opts, &mut |r| {
+            if written.is_ok() {
+                let header = if cases == 0 {
+                    writeln!(out, "{}", src.name)
+                } else {
+                    Ok(())
+                };
+                written = header.and_then(|_| print_case(out, &r, interpret));
+            }
+            cases += 1;
+            if r.passed() { passed += 1 } else { failed += 1 }
+        });
+        written?;
+        match outcome {
             Err(d) => {
                 diag::emit(err, &src.name, &src.text, &d);
                 failed += 1;
             }
-            Ok(results) if results.is_empty() => {
+            Ok(()) if cases == 0 => {
                 writeln!(err, "{}: no `run` spec; nothing to verify", src.name)?;
                 failed += 1;
             }
-            Ok(results) => {
-                writeln!(out, "{}", src.name)?;
-                for r in results {
-                    let status = if r.passed() { "ok" } else { "FAILED" };
-                    writeln!(out, "  {:<6} {} [{}]  ({:.0} ms)", status, r.kernel, r.case, r.millis)?;
-                    const SHOWN: usize = 20;
-                    for line in r.printed.iter().take(SHOWN) {
-                        writeln!(out, "         print: {line}")?;
-                    }
-                    if r.printed.len() > SHOWN {
-                        writeln!(out, "         print: ... {} more lines", r.printed.len() - SHOWN)?;
-                    }
-                    if let Some(e) = &r.error {
-                        for line in e.lines() {
-                            writeln!(out, "         {line}")?;
-                        }
-                    } else if !r.has_reference {
-                        let what = if interpret {
-                            "ran on the interpreter"
-                        } else {
-                            "compared with the interpreter"
-                        };
-                        writeln!(out, "         no reference: {what}")?;
-                    }
-                    let width = r.comparisons.iter().map(|c| c.name.len()).max().unwrap_or(0).max(8);
-                    for c in &r.comparisons {
-                        write!(
-                            out,
-                            "         {:<width$} {:>9} {:<6} max abs {:.2e}  max rel {:.2e}  (rtol {:.1e}, atol {:.1e})",
-                            c.name,
-                            c.len,
-                            c.dtype.name(),
-                            c.max_abs,
-                            c.max_rel,
-                            c.rtol,
-                            c.atol
-                        )?;
-                        match c.first_bad {
-                            _ if c.lengths_differ() => {
-                                writeln!(out, "  lengths differ: {} elements, expected {}", c.len, c.expected_len)?
-                            }
-                            Some((i, g, w)) => writeln!(
-                                out,
-                                "  {} mismatches; first at [{i}]: got {g}, expected {w}",
-                                c.mismatches
-                            )?,
-                            None => writeln!(out)?,
-                        }
-                    }
-                    if r.passed() { passed += 1 } else { failed += 1 }
-                }
-            }
+            Ok(()) => {}
         }
     }
     writeln!(out, "verify: {passed} passed, {failed} failed")?;
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// One case of `tilec verify`: its status line, what it printed, its error or comparisons.
+fn print_case(out: &mut dyn Write, r: &CaseResult, interpret: bool) -> std::io::Result<()> {
+    let status = if r.passed() { "ok" } else { "FAILED" };
+    writeln!(out, "  {:<6} {} [{}]  ({:.0} ms)", status, r.kernel, r.case, r.millis)?;
+    const SHOWN: usize = 20;
+    for line in r.printed.iter().take(SHOWN) {
+        writeln!(out, "         print: {line}")?;
+    }
+    if r.printed.len() > SHOWN {
+        writeln!(out, "         print: ... {} more lines", r.printed.len() - SHOWN)?;
+    }
+    if let Some(e) = &r.error {
+        for line in e.lines() {
+            writeln!(out, "         {line}")?;
+        }
+    } else if !r.has_reference {
+        let what = if interpret {
+            "ran on the interpreter"
+        } else {
+            "compared with the interpreter"
+        };
+        writeln!(out, "         no reference: {what}")?;
+    }
+    let width = r.comparisons.iter().map(|c| c.name.len()).max().unwrap_or(0).max(8);
+    for c in &r.comparisons {
+        write!(
+            out,
+            "         {:<width$} {:>9} {:<6} max abs {:.2e}  max rel {:.2e}  (rtol {:.1e}, atol {:.1e})",
+            c.name,
+            c.len,
+            c.dtype.name(),
+            c.max_abs,
+            c.max_rel,
+            c.rtol,
+            c.atol
+        )?;
+        match c.first_bad {
+            _ if c.lengths_differ() => {
+                writeln!(out, "  lengths differ: {} elements, expected {}", c.len, c.expected_len)?
+            }
+            Some((i, g, w)) => writeln!(
+                out,
+                "  {} mismatches; first at [{i}]: got {g}, expected {w}",
+                c.mismatches
+            )?,
+            None => writeln!(out)?,
+        }
+    }
+    Ok(())
 }
