@@ -377,7 +377,9 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     } else {
         by_warps(t.mem_saturating_warps)
     };
-    let dram_s = term(w.dram_bytes, t.dram_bytes_per_s, mem_efficiency);
+    // DRAM moves the bytes no other program loaded first; L2 moves them all.
+    let dram_s =
+        term(w.dram_bytes, t.dram_bytes_per_s, mem_efficiency).max(term(w.l2_bytes, t.l2_bytes_per_s, mem_efficiency));
     // Both kinds of tensor-core instruction share the same units: their times add.
     let tensor_s = term(w.mma_flops, t.mma_flops_per_s, by_warps(t.mma_saturating_warps))
         + if w.wgmma_flops > 0.0 {

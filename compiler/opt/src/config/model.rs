@@ -340,8 +340,11 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Work {
     /// Bytes loaded and stored in global memory (whole tiles: masked lanes count, which charges
-    /// oversized tiles for the lanes they waste).
+    /// oversized tiles for the lanes they waste), a load that other programs make too counted
+    /// once per group of programs that share it (the rest hit L2; see [`program_axes`]).
     pub dram_bytes: f64,
+    /// Every byte loaded and stored, hits in L2 included.
+    pub l2_bytes: f64,
     /// Thread-instructions: elementwise ops per element each thread holds, dot FMAs.
     pub insts: f64,
     /// Bytes written to and read from shared memory.
@@ -383,9 +386,23 @@ struct CostWalk<'a> {
     /// Bytes each op moves through scratch shared memory ([`estimate::scratch_uses`]), by the
     /// op's address in `k` (borrowed for the whole walk).
     scratch: HashMap<*const Op, f64>,
+    /// The program axes each value depends on ([`program_axes`]).
+    axes: HashMap<ValueId, u8>,
 }
 
 impl CostWalk<'_> {
+    /// How many programs load the same bytes as this one through an address computed from
+    /// `operands`: the programs along every grid axis the address does not depend on.
+    fn sharing(&self, operands: &[ValueId]) -> f64 {
+        let axes = operands
+            .iter()
+            .fold(0u8, |a, v| a | self.axes.get(v).copied().unwrap_or(0));
+        (0..3)
+            .filter(|a| axes & (1 << a) == 0)
+            .map(|a| self.grid[a].max(1) as f64)
+            .product()
+    }
+
     fn thread_elems(&self, v: ValueId) -> f64 {
         let t = self.k.ty(v);
         (estimate::elems_per_thread(&t.shape, self.threads, self.max_vec) * self.threads as usize) as f64
@@ -473,13 +490,18 @@ impl CostWalk<'_> {
             // rows, no pointer registers.
             OpKind::LoadBlock { .. } => {
                 let b = numel(op.results[0]) * pointee(op.operands[0]);
-                self.work.dram_bytes += b * m;
+                let shared = self.sharing(&op.operands);
+                self.work.dram_bytes += b * m / shared;
+                self.work.l2_bytes += b * m;
                 if let Some(l) = self.level_bytes.last_mut() {
                     *l += b;
                 }
             }
             OpKind::Load { .. } => {
-                self.work.dram_bytes += access(self, op.results[0], op.operands[0]) * m;
+                let b = access(self, op.results[0], op.operands[0]);
+                let shared = self.sharing(&op.operands[..1]);
+                self.work.dram_bytes += b * m / shared;
+                self.work.l2_bytes += b * m;
                 if let Some(b) = self.level_bytes.last_mut() {
                     *b += numel(op.results[0]) * pointee(op.operands[0]);
                 }
@@ -490,7 +512,9 @@ impl CostWalk<'_> {
                 } else {
                     1
                 }];
-                self.work.dram_bytes += access(self, value, op.operands[0]) * m;
+                let b = access(self, value, op.operands[0]) * m;
+                self.work.dram_bytes += b;
+                self.work.l2_bytes += b;
             }
             OpKind::Dot(_) => {
                 let (a, b) = (k.ty(op.operands[0]), k.ty(op.operands[1]));
@@ -579,6 +603,77 @@ impl CostWalk<'_> {
     }
 }
 
+/// The grid axes each value of `k` depends on (bit `a`: `program_id(a)`), through every op, a
+/// loop's index (its start and step, not its bound) and carried values, and an `if`'s
+/// condition and yields. Attention's K and V blocks depend on the head (axis 1) but not on
+/// the query block (axis 0): every program of a head loads them, and all but the first find
+/// them in L2.
+fn program_axes(k: &Kernel) -> HashMap<ValueId, u8> {
+    fn of(dep: &HashMap<ValueId, u8>, vs: &[ValueId]) -> u8 {
+        vs.iter().fold(0, |a, v| a | dep.get(v).copied().unwrap_or(0))
+    }
+    fn set(dep: &mut HashMap<ValueId, u8>, v: ValueId, m: u8, changed: &mut bool) {
+        let e = dep.entry(v).or_insert(0);
+        if *e | m != *e {
+            *e |= m;
+            *changed = true;
+        }
+    }
+    fn region(r: &Region, dep: &mut HashMap<ValueId, u8>, changed: &mut bool) {
+        for op in &r.ops {
+            match op.kind {
+                OpKind::For { .. } => {
+                    let body = &op.regions[0];
+                    let index = of(dep, &[op.operands[0], op.operands[2]]);
+                    set(dep, body.args[0], index, changed);
+                    let yields = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield));
+                    for (j, arg) in body.args[1..].iter().enumerate() {
+                        let mut m = of(dep, &[op.operands[3 + j]]);
+                        if let Some(y) = yields {
+                            m |= of(dep, &y.operands[j..j + 1]);
+                        }
+                        set(dep, *arg, m, changed);
+                        set(dep, op.results[j], m, changed);
+                    }
+                    region(body, dep, changed);
+                }
+                OpKind::If => {
+                    let mut m = of(dep, &op.operands);
+                    for b in &op.regions {
+                        region(b, dep, changed);
+                        if let Some(y) = b.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) {
+                            m |= of(dep, &y.operands);
+                        }
+                    }
+                    for r in &op.results {
+                        set(dep, *r, m, changed);
+                    }
+                }
+                _ => {
+                    let mut m = of(dep, &op.operands);
+                    if let OpKind::ProgramId(a) = op.kind {
+                        m |= 1 << a;
+                    }
+                    for r in &op.results {
+                        set(dep, *r, m, changed);
+                    }
+                    for sub in &op.regions {
+                        region(sub, dep, changed);
+                    }
+                }
+            }
+        }
+    }
+    let mut dep = HashMap::new();
+    loop {
+        let mut changed = false;
+        region(&k.body, &mut dep, &mut changed);
+        if !changed {
+            return dep;
+        }
+    }
+}
+
 /// The work of one program of `k` in blocks of `threads` threads.
 pub fn work(k: &Kernel, plan: &GpuPlan, launch: &Launch) -> Work {
     let mut w = CostWalk {
@@ -591,6 +686,7 @@ pub fn work(k: &Kernel, plan: &GpuPlan, launch: &Launch) -> Work {
         work: Work::default(),
         level_bytes: Vec::new(),
         scratch: HashMap::new(),
+        axes: program_axes(k),
     };
     estimate::scratch_uses(k, plan, &mut |op, bytes, _| {
         *w.scratch.entry(std::ptr::from_ref(op)).or_default() += bytes as f64;

@@ -15,6 +15,8 @@ pub struct TargetDesc {
     pub max_blocks_per_sm: u32,
     /// Measured device-to-device copy bandwidth (bytes read + written per second).
     pub dram_bytes_per_s: f64,
+    /// Measured read bandwidth of loads that hit in L2 (a block every program reads).
+    pub l2_bytes_per_s: f64,
     /// Thread-instructions per second over the whole GPU (f32 FMA rate / 2: one FMA is two
     /// flops); a `dot` without a tensor-core plan runs at this rate.
     pub insts_per_s: f64,
@@ -60,6 +62,10 @@ impl TargetDesc {
             max_threads_per_sm: 2048,
             max_blocks_per_sm: 32,
             dram_bytes_per_s: 4.3e12,
+            // 65536 programs each summing one of 512 blocks of 16 KB (8 MB, resident in the
+            // 60 MB L2): 9.42 TB/s; of 256 blocks: 10.35; each its own block: 4.44
+            // (docs/bench-2026-12-02/past-sdpa/l2.tile, run 53).
+            l2_bytes_per_s: 9.4e12,
             insts_per_s: 30e12,
             // tile's own pipelined matmul at 8192³ (docs/gpu.md): 398 TFLOP/s on mma.sync, 564 on
             // sm_90a's wgmma (cp.async stages, wait for each dot).
