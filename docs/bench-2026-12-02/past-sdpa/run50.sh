@@ -5,7 +5,7 @@ set -u
 export PATH=$PATH:/usr/local/cuda/bin
 export TILE_CACHE_DIR=/tmp/tilecache
 T=./target/release/tilec
-V=docs/bench-2026-12-02/next/attention_variants.tile
+V=docs/bench-2026-12-02/past-sdpa/attention_variants.tile
 date -u +%FT%TZ
 # The tile-jit GPU tests (JIT=path of `cargo test --release -p tile-jit --test gpu --no-run`'s
 # binary, copied into the bundle), the debug build's timeout among them (~10 s).

@@ -272,7 +272,9 @@ impl<'c> Lowering<'c, '_> {
         }
         let upto = if matches!(op.kind, OpKind::If) {
             let mut read = HashSet::new();
-            reads(op, &mut read);
+            op.each_read(&mut |_, v| {
+                read.insert(v);
+            });
             match self.pending_wgmma.iter().rposition(|(v, _)| read.contains(v)) {
                 Some(i) => i + 1,
                 None => return Ok(()),
@@ -563,15 +565,5 @@ fn vector_of(t: BasicTypeEnum<'_>, n: u32) -> inkwell::types::VectorType<'_> {
         BasicTypeEnum::FloatType(f) => f.vec_type(n),
         BasicTypeEnum::IntType(i) => i.vec_type(n),
         _ => unreachable!("tensor-core operands are 16-bit floats"),
-    }
-}
-
-/// Every value `op` reads, in its nested regions too.
-fn reads(op: &Op, out: &mut HashSet<ValueId>) {
-    out.extend(op.operands.iter().copied());
-    for r in &op.regions {
-        for o in &r.ops {
-            reads(o, out);
-        }
     }
 }

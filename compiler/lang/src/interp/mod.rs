@@ -274,19 +274,11 @@ struct Machine<'a> {
 /// later op of `r` reads (reads inside an op's regions count at that op). Values defined
 /// outside `r` are never listed: a loop body runs again and reads them again.
 fn last_uses(r: &Region) -> Vec<Vec<ValueId>> {
-    fn reads(op: &Op, out: &mut Vec<ValueId>) {
-        out.extend(op.operands.iter().copied());
-        for sub in &op.regions {
-            for o in &sub.ops {
-                reads(o, out);
-            }
-        }
-    }
     let mut defined: HashSet<ValueId> = r.args.iter().copied().collect();
     let mut last: HashMap<ValueId, usize> = HashMap::new();
     for (i, op) in r.ops.iter().enumerate() {
         let mut used = Vec::new();
-        reads(op, &mut used);
+        op.each_read(&mut |_, v| used.push(v));
         for v in used {
             if defined.contains(&v) {
                 last.insert(v, i);

@@ -263,6 +263,21 @@ impl Kernel {
     }
 }
 
+impl Op {
+    /// Calls `f` with every value this op reads, its nested regions' ops included, and the op
+    /// that reads it (this one or a nested one).
+    pub fn each_read(&self, f: &mut dyn FnMut(&Op, ValueId)) {
+        for v in &self.operands {
+            f(self, *v);
+        }
+        for r in &self.regions {
+            for o in &r.ops {
+                o.each_read(f);
+            }
+        }
+    }
+}
+
 impl OpKind {
     /// Whether the op applies one function element by element to operands of one shape (the
     /// result has their shape): arithmetic, comparisons, `fma`, `select`, casts and bitcasts.

@@ -25,18 +25,11 @@ fn words(e: Elem) -> usize {
 /// Every value an op reads, its nested regions included, except the reads in `skip` (by the
 /// reading op's first result and the value read).
 fn all_uses(op: &Op, skip: &HashSet<(ValueId, ValueId)>, out: &mut HashSet<ValueId>) {
-    let by = op.results.first();
-    out.extend(
-        op.operands
-            .iter()
-            .copied()
-            .filter(|v| by.is_none_or(|r| !skip.contains(&(*r, *v)))),
-    );
-    for r in &op.regions {
-        for o in &r.ops {
-            all_uses(o, skip, out);
+    op.each_read(&mut |by, v| {
+        if by.results.first().is_none_or(|r| !skip.contains(&(*r, v))) {
+            out.insert(v);
         }
-    }
+    });
 }
 
 /// The reads of a pipelined loop's resident operands (tiles from before the loop that its
