@@ -226,7 +226,7 @@ struct Problem {
     label: String,
 }
 
-fn problem(file: &ast::File, kernel: &str) -> Result<Problem, ConfigError> {
+fn problem(file: &ast::File, kernel: &str, pins: &Bindings) -> Result<Problem, ConfigError> {
     let (specs, _) = spec::parse_specs(file);
     let specs: Vec<spec::RunSpec> = specs.into_iter().filter(|s| s.kernel == kernel).collect();
     if specs.is_empty() {
@@ -235,27 +235,51 @@ fn problem(file: &ast::File, kernel: &str) -> Result<Problem, ConfigError> {
             label: format!("no run spec: integer arguments {DEFAULT_INT_ARG}, {DEFAULT_GRID} programs"),
         });
     }
+    // The values the kernel is compiled with: the pins, else the kernel's literal defaults. A
+    // case that binds one of them to another value describes another kernel (attention's head
+    // dim 128 bench when compiling for 64), so the bench cases that agree come first; then
+    // the other bench cases (their sizes, the pins' values), which stand for a real launch
+    // better than a small verification case; then the run specs' cases alike.
+    let mut wanted: Bindings = pins.clone();
+    if let Some(def) = check::find_kernel(file, kernel) {
+        for c in &def.consts {
+            if let ast::ConstValueSpec::Default(e) = &c.value
+                && !pins.iter().any(|(n, _)| *n == c.name.name)
+                && let Some(v) = literal(e)
+            {
+                wanted.push((c.name.name.clone(), v));
+            }
+        }
+    }
+    let agrees = |c: &spec::Case| {
+        wanted
+            .iter()
+            .all(|(n, v)| c.consts.iter().find(|(m, _)| m == n).is_none_or(|(_, w)| w == v))
+    };
     let size = |c: &spec::Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
-    let largest = |bench: bool| -> Result<Option<(spec::RunSpec, spec::Case)>, ConfigError> {
+    let largest = |bench: bool, strict: bool| -> Result<Option<(spec::RunSpec, spec::Case)>, ConfigError> {
         let mut best: Option<(spec::RunSpec, spec::Case)> = None;
         for s in &specs {
             let cases = if bench { spec::bench_cases(s) } else { spec::cases(s) };
             for c in cases.map_err(|d| ConfigError::Spec(d.message))? {
-                if best.as_ref().is_none_or(|(_, b)| size(&c) > size(b)) {
+                if (!strict || agrees(&c)) && best.as_ref().is_none_or(|(_, b)| size(&c) > size(b)) {
                     best = Some((s.clone(), c));
                 }
             }
         }
         Ok(best)
     };
-    let (kind, found) = match largest(true)? {
-        Some(b) => ("bench case", b),
-        None => (
-            "run spec, largest case",
-            largest(false)?.ok_or_else(|| ConfigError::Spec("no cases".into()))?,
-        ),
+    let found = [(true, true), (true, false), (false, true), (false, false)]
+        .into_iter()
+        .map(|(bench, strict)| Ok(largest(bench, strict)?.map(|f| (bench, f))))
+        .find_map(|r: Result<_, ConfigError>| r.transpose())
+        .transpose()?;
+    let (kind, found) = match found {
+        Some((true, b)) => ("bench case", b),
+        Some((false, b)) => ("run spec, largest case", b),
+        None => return Err(ConfigError::Spec("no cases".into())),
     };
-    let label = format!(
+    let mut label = format!(
         "{kind}: {}",
         found
             .1
@@ -265,6 +289,16 @@ fn problem(file: &ast::File, kernel: &str) -> Result<Problem, ConfigError> {
             .collect::<Vec<_>>()
             .join(" ")
     );
+    let replaced: Vec<String> = found
+        .1
+        .consts
+        .iter()
+        .filter(|(n, v)| wanted.iter().any(|(m, w)| m == n && w != v))
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
+    if !replaced.is_empty() {
+        label += &format!(" (its sizes; the kernel's values replace its {})", replaced.join(" "));
+    }
     Ok(Problem {
         spec: Some(found),
         label,
@@ -419,7 +453,7 @@ pub fn candidates(
     pins: &Pins,
 ) -> Result<(Vec<Config>, Vec<String>), ConfigError> {
     let def = check::find_kernel(file, kernel).ok_or_else(|| ConfigError::NoKernel(kernel.into()))?;
-    let prob = problem(file, kernel)?;
+    let prob = problem(file, kernel, &pins.consts)?;
     let case_value = |name: &str| {
         prob.spec
             .as_ref()
@@ -530,7 +564,7 @@ pub fn choose_on(
             ),
             spec: Some((s.clone(), c.clone())),
         },
-        None => problem(file, kernel)?,
+        None => problem(file, kernel, &pins.consts)?,
     };
     let pins = prob.constraint_pins(pins);
     let (configs, tuned) = candidates(src, file, kernel, &pins)?;
