@@ -93,7 +93,7 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
         e.blocks_per_sm,
         e.occupancy * 100.0
     )?;
-    if e.registers > e.reg_budget {
+    if best.fallback() {
         writeln!(
             out,
             "  every candidate is estimated over the register budget: this one needs the fewest (the \
@@ -138,12 +138,7 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
         Some(Err(e)) => writeln!(out, "rewrites: the optimizer failed: {e}")?,
         None => writeln!(out, "rewrites: no checked kernel")?,
     }
-    // The chosen one may be the fallback over the register budget: not feasible.
-    let feasible = c
-        .candidates
-        .iter()
-        .filter(|c| c.feasible() && c.estimate.as_ref().is_some_and(|e| e.registers <= e.reg_budget))
-        .count();
+    let feasible = c.candidates.iter().filter(|c| c.feasible() && !c.fallback()).count();
     writeln!(out, "candidates: {} ({} feasible)", c.candidates.len(), feasible)?;
     for cand in &c.candidates {
         writeln!(out, "  {}", row(cand))?;

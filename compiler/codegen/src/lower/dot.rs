@@ -13,6 +13,10 @@ use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, SHARED, llvm};
 
+/// The wgmma dots pending at a point (oldest first, with the A fragments each reads from
+/// registers) and their values there.
+pub(super) type PendingWgmma<'c> = (Vec<(ValueId, Vec<BasicValueEnum<'c>>)>, Vec<(ValueId, Repr<'c>)>);
+
 impl<'c> Lowering<'c, '_> {
     pub(super) fn dot(&mut self, op: &Op, p: Precision) -> R<()> {
         if let Some(plan) = self.plan.mma(op.results[0]).cloned() {
@@ -310,15 +314,12 @@ impl<'c> Lowering<'c, '_> {
     /// and for the code after it: a branch may have waited for them (when it committed a dot
     /// of its own), but the other path has not, and values set in a branch do not reach past
     /// it. Waiting again after the `if` for a group already retired costs nothing.
-    pub(super) fn pending_before_branch(&self) -> (Vec<(ValueId, Vec<BasicValueEnum<'c>>)>, Vec<(ValueId, Repr<'c>)>) {
+    pub(super) fn pending_before_branch(&self) -> PendingWgmma<'c> {
         let vals = self.pending_wgmma.iter().map(|(v, _)| (*v, self.get(*v))).collect();
         (self.pending_wgmma.clone(), vals)
     }
 
-    pub(super) fn restore_pending(
-        &mut self,
-        saved: &(Vec<(ValueId, Vec<BasicValueEnum<'c>>)>, Vec<(ValueId, Repr<'c>)>),
-    ) {
+    pub(super) fn restore_pending(&mut self, saved: &PendingWgmma<'c>) {
         self.pending_wgmma = saved.0.clone();
         for (v, r) in &saved.1 {
             self.set(*v, r.clone());

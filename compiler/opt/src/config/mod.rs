@@ -153,6 +153,12 @@ impl Candidate {
     pub fn feasible(&self) -> bool {
         matches!(self.verdict, Verdict::Chosen | Verdict::Slower(_))
     }
+
+    /// Chosen only because every candidate is over the register budget (the one estimated to
+    /// need the fewest registers; see `choose_on`'s fallback).
+    pub fn fallback(&self) -> bool {
+        matches!(self.verdict, Verdict::Chosen) && self.estimate.as_ref().is_some_and(|e| e.registers > e.reg_budget)
+    }
 }
 
 /// The outcome: every candidate in enumeration order, and which one won.

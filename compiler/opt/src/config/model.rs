@@ -130,12 +130,13 @@ impl Regs<'_> {
         }
     }
 
-    fn sub_reads(&self, r: &Region, v: ValueId) -> bool {
-        r.ops.iter().any(|op| {
-            let mut u = HashSet::new();
+    /// Every value the ops of `r` read (nested regions included).
+    fn region_reads(&self, r: &Region) -> HashSet<ValueId> {
+        let mut u = HashSet::new();
+        for op in &r.ops {
             all_uses(op, &self.resident_reads, &mut u);
-            u.contains(&v)
-        })
+        }
+        u
     }
 
     fn sum(&self, vs: impl Iterator<Item = ValueId>) -> usize {
@@ -165,14 +166,15 @@ impl Regs<'_> {
                 // runs once, and a value it reads last dies at its last use inside.
                 let across = |v: &ValueId| last(*v).is_some_and(|l| l > i);
                 let once = matches!(op.kind, OpKind::If);
+                let reads = self.region_reads(sub);
                 let held: HashSet<ValueId> = live
                     .iter()
                     .copied()
-                    .filter(|v| across(v) || (!once && self.sub_reads(sub, *v)))
+                    .filter(|v| across(v) || (!once && reads.contains(v)))
                     .collect();
                 let mut defs = sub.args.clone();
                 if once {
-                    defs.extend(live.iter().copied().filter(|v| !across(v) && self.sub_reads(sub, *v)));
+                    defs.extend(live.iter().copied().filter(|v| !across(v) && reads.contains(v)));
                 }
                 peak = peak.max(self.peak(sub, &defs, outer + self.sum(held.into_iter())));
             }
