@@ -108,12 +108,21 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
     }
     writeln!(
         out,
-        "  {} programs, time {} ({}-bound: memory {}, ALU {}, shared memory {})",
+        "  {} programs, time {} ({}-bound: memory {}, ALU {}{}, shared memory {})",
         e.programs,
         micros(e.time_s),
         e.bound(),
         micros(e.dram_s),
         micros(e.alu_s),
+        if e.tensor_s > 0.0 {
+            format!(
+                " (tensor cores {}, other instructions {})",
+                micros(e.tensor_s),
+                micros(e.insts_s)
+            )
+        } else {
+            String::new()
+        },
         micros(e.smem_s)
     )?;
     match best

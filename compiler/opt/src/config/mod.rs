@@ -77,6 +77,9 @@ pub struct Estimate {
     pub time_s: f64,
     pub dram_s: f64,
     pub alu_s: f64,
+    /// The two parts of `alu_s`: the tensor cores' time and the other instructions'.
+    pub tensor_s: f64,
+    pub insts_s: f64,
     pub smem_s: f64,
     /// Iterations a pipelined loop copies ahead (the most over its loops; 0: none).
     pub copies_ahead: u32,
@@ -427,7 +430,8 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         } else {
             0.0
         };
-    let alu_s = term(w.insts, t.insts_per_s, by_warps(t.alu_saturating_warps)).max(tensor_s);
+    let insts_s = term(w.insts, t.insts_per_s, by_warps(t.alu_saturating_warps));
+    let alu_s = insts_s.max(tensor_s);
     let smem_s = term(w.smem_bytes, t.smem_bytes_per_s, by_warps(t.alu_saturating_warps));
     Estimate {
         registers: regs,
@@ -441,6 +445,8 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         time_s: dram_s.max(alu_s).max(smem_s),
         dram_s,
         alu_s,
+        tensor_s,
+        insts_s,
         smem_s,
         copies_ahead,
         wgmma_in_flight: plan.pipelines.values().any(|p| !p.async_dots.is_empty()),
