@@ -208,7 +208,7 @@ impl GpuPlan {
                 && p.pipeline_bytes.max(outside) <= target.max_smem_per_block;
             // Warp specialisation, once the kernel's shared memory is known.
             let smem = crate::estimate::smem_bytes_in(k, &p);
-            crate::pipeline::specialize(k, &mut p.pipelines, warps, target, smem);
+            crate::pipeline::specialize(k, &mut p.pipelines, warps, target, smem, p.alias_scratch);
         }
         p
     }

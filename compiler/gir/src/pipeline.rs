@@ -21,7 +21,11 @@
 //! - a ring loop at the top of the kernel gets a producer warpgroup ([`Producer`]) when
 //!   `#[warp_specialize]` asks for it, or by default when the kernel's shared memory leaves
 //!   room for one block per SM anyway ([`specialize`]): 128 more threads, one of which issues every copy, so that the warps
-//!   computing (the consumers) never wait to refill a stage.
+//!   computing (the consumers) never wait to refill a stage;
+//! - so does a ring loop inside a loop at the top of the kernel (a persistent kernel's loop
+//!   over output tiles, [`TileLoop`]): the producer runs that loop too, and the ring goes on
+//!   from one tile to the next, so that the next tile's copies land while the consumers finish
+//!   the last one.
 //!
 //! A tensor-core operand defined before such a loop (attention's Q) is written to its own
 //! buffer once, before the loop, instead of once per iteration.
@@ -96,9 +100,30 @@ pub struct Producer {
     /// Ops of the kernel's top-level body (indices, in order) the producer evaluates before
     /// its loop: the scalars the loop's bounds and copies read.
     pub preamble: Vec<usize>,
+    /// The loop around the ring loop that the producer runs too, when there is one.
+    pub tile_loop: Option<TileLoop>,
     /// Registers per thread after `setmaxnreg`, of the producer and of each consumer; `None`
     /// when one consumer warpgroup already has every register it can address (255).
     pub regs: Option<(u32, u32)>,
+}
+
+/// A loop at the top of the kernel around a warp-specialised ring loop (a persistent kernel:
+/// each program loops over output tiles, the ring loop over one tile's K steps), which the
+/// producer runs too. The ring then carries on from one run of the ring loop to the next: its
+/// barriers are set up once, before the tile loop, and a stage and its phase count the ring
+/// loop's iterations over every run so far. The producer fills the next tile's first stages
+/// while the consumers finish the last tile (its epilogue).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileLoop {
+    /// The tile loop's index argument.
+    pub iv: ValueId,
+    /// Its index among the kernel body's ops.
+    pub at: usize,
+    /// The ring loop's index among the tile loop body's ops.
+    pub ring_at: usize,
+    /// Ops of the tile loop's body (indices, in order) the producer evaluates for each tile
+    /// before the ring loop: the scalars its bounds and copies read.
+    pub preamble: Vec<usize>,
 }
 
 /// Threads in the producer warpgroup.
@@ -225,25 +250,68 @@ pub fn plan(
     (out, base)
 }
 
-/// Gives a producer warpgroup to the first ring loop at the top of `k`'s body that can have
-/// one ([`Producer`]) where `#[warp_specialize]` asks for it, and by default where the kernel's
-/// `smem` bytes of shared memory leave room for one block per SM anyway: the producer's
-/// register split assumes one (with a second block resident, as attention's at head dim 64,
-/// it measured 18% slower on the H200).
-pub fn specialize(k: &Kernel, loops: &mut HashMap<ValueId, LoopPipeline>, warps: u32, target: &Target, smem: u32) {
+/// Gives a producer warpgroup to the first ring loop at the top of `k`'s body, or directly
+/// inside a loop at its top ([`TileLoop`]), that can have one ([`Producer`]) where
+/// `#[warp_specialize]` asks for it, and by default where the kernel's `smem` bytes of shared
+/// memory leave room for one block per SM anyway: the producer's register split assumes one
+/// (with a second block resident, as attention's at head dim 64, it measured 18% slower on the
+/// H200). A ring loop inside a tile loop gets none when scratch outside it reuses its buffers
+/// (`alias_scratch`): the producer fills them for the next tile meanwhile.
+pub fn specialize(
+    k: &Kernel,
+    loops: &mut HashMap<ValueId, LoopPipeline>,
+    warps: u32,
+    target: &Target,
+    smem: u32,
+    alias_scratch: bool,
+) {
+    give_producer(k, loops, warps, target, smem, alias_scratch);
+    // With 3 stages, a wgmma stays in flight only where a producer guards the refills.
+    for p in loops.values_mut() {
+        if p.stages < 4 && p.producer.is_none() && !p.async_dots.is_empty() {
+            p.async_dots.clear();
+            p.ahead = p.stages - 1;
+        }
+    }
+}
+
+fn give_producer(
+    k: &Kernel,
+    loops: &mut HashMap<ValueId, LoopPipeline>,
+    warps: u32,
+    target: &Target,
+    smem: u32,
+    alias_scratch: bool,
+) {
     let one_block = target.blocks_by_smem(smem) < 2;
-    for op in &k.body.ops {
-        let OpKind::For { warp_specialize, .. } = op.kind else {
-            continue;
-        };
-        let Some(p) = loops.get_mut(&op.regions[0].args[0]) else {
-            continue;
-        };
-        if warp_specialize.unwrap_or(one_block) && p.ring() {
-            p.producer = producer(k, op, p, warps, target);
-            if p.producer.is_some() {
-                p.ahead = p.stages;
-                return;
+    for (at, op) in k.body.ops.iter().enumerate() {
+        let OpKind::For { .. } = op.kind else { continue };
+        // The loop itself, else a loop directly inside it (with the outer loop as its tile loop).
+        let mut rings: Vec<(Option<usize>, &Op)> = vec![(None, op)];
+        if !loops.contains_key(&op.regions[0].args[0]) && !alias_scratch {
+            rings.extend(
+                op.regions[0]
+                    .ops
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| matches!(o.kind, OpKind::For { .. }))
+                    .map(|(j, o)| (Some(j), o)),
+            );
+        }
+        for (ring_at, ring) in rings {
+            let OpKind::For { warp_specialize, .. } = ring.kind else {
+                continue;
+            };
+            let Some(p) = loops.get_mut(&ring.regions[0].args[0]) else {
+                continue;
+            };
+            if warp_specialize.unwrap_or(one_block) && p.ring() {
+                let outer = ring_at.map(|j| (at, j));
+                p.producer = producer(k, outer, ring, p, warps, target);
+                if p.producer.is_some() {
+                    p.ahead = p.stages;
+                    return;
+                }
             }
         }
     }
@@ -364,9 +432,10 @@ fn plan_loop(
     }
     // A wgmma accumulating into a carried value that nothing else reads can stay in flight while
     // the next iteration copies and waits, when stages are left to spare: with 3, copies would
-    // run only one iteration ahead (measured slower on the H200 than waiting for each dot).
+    // run only one iteration ahead (measured slower on the H200 than waiting for each dot), so
+    // there it stays in flight only with a producer ([`specialize`] settles it).
     let mut async_dots = Vec::new();
-    if stages >= 4 {
+    if stages >= 3 {
         for o in &body.ops {
             let OpKind::Dot(_) = o.kind else { continue };
             let r = o.results[0];
@@ -405,23 +474,47 @@ fn plan_loop(
 }
 
 /// The producer of ring loop `op` (planned as `p`) in blocks of `warps` warps, if the loop can
-/// have one: it sits at the top of the kernel's body, and its bounds and the values its copies
-/// read are scalars computed at the top of the body before it by ops the producer can evaluate
-/// again (no memory, no regions).
-fn producer(k: &Kernel, op: &Op, p: &LoopPipeline, warps: u32, target: &Target) -> Option<Producer> {
+/// have one: it sits at the top of the kernel's body (`outer` is `None`), or is op `j` of the
+/// body of the loop at the top `outer = Some((at, j))` (its tile loop), and its bounds and the
+/// values its copies read are scalars computed before it by ops the producer can evaluate
+/// again (no memory, no regions): at the top of the body, or in the tile loop's body from its
+/// index and such values (not from values the tile loop carries).
+fn producer(
+    k: &Kernel,
+    outer: Option<(usize, usize)>,
+    op: &Op,
+    p: &LoopPipeline,
+    warps: u32,
+    target: &Target,
+) -> Option<Producer> {
     if warps != 4 && warps != 8 {
         return None;
     }
     let top = &k.body.ops;
-    let iv = op.regions[0].args[0];
-    let at = top
-        .iter()
-        .position(|o| matches!(o.kind, OpKind::For { .. }) && o.regions[0].args[0] == iv)?;
+    let at = match outer {
+        Some((at, _)) => at,
+        None => {
+            let iv = op.regions[0].args[0];
+            top.iter()
+                .position(|o| matches!(o.kind, OpKind::For { .. }) && o.regions[0].args[0] == iv)?
+        }
+    };
     let def: HashMap<ValueId, usize> = top[..at]
         .iter()
         .enumerate()
         .flat_map(|(i, o)| o.results.iter().map(move |r| (*r, i)))
         .collect();
+    // The tile loop's body before the ring loop.
+    let tile_body = outer.map(|(at, j)| (&top[at].regions[0], j));
+    let tile_def: HashMap<ValueId, usize> = tile_body
+        .map(|(b, j)| {
+            b.ops[..j]
+                .iter()
+                .enumerate()
+                .flat_map(|(i, o)| o.results.iter().map(move |r| (*r, i)))
+                .collect()
+        })
+        .unwrap_or_default();
     let body = &op.regions[0];
     let slice = p.issue_ops.iter().chain(&p.advance_ops).map(|&i| &body.ops[i]);
     let mut work: Vec<ValueId> = op.operands[..3].to_vec();
@@ -438,20 +531,48 @@ fn producer(k: &Kernel, op: &Op, p: &LoopPipeline, warps: u32, target: &Target) 
         }
         work.extend(&o.operands);
     }
-    let mut preamble: HashSet<usize> = HashSet::new();
+    if let Some((at, _)) = outer {
+        work.extend(&top[at].operands[..3]);
+    }
+    let evaluable = |o: &Op| recomputable(&o.kind) && o.results.iter().all(|r| k.ty(*r).is_scalar());
+    let (mut preamble, mut per_tile): (HashSet<usize>, HashSet<usize>) = Default::default();
     while let Some(v) = work.pop() {
+        if let Some((b, _)) = tile_body {
+            if let Some(&i) = tile_def.get(&v) {
+                if !per_tile.insert(i) {
+                    continue;
+                }
+                if !evaluable(&b.ops[i]) {
+                    return None;
+                }
+                work.extend(&b.ops[i].operands);
+                continue;
+            }
+            // Values the tile loop carries change from tile to tile out of the producer's sight.
+            if b.args[1..].contains(&v) {
+                return None;
+            }
+        }
         let Some(&i) = def.get(&v) else { continue };
         if !preamble.insert(i) {
             continue;
         }
-        let o = &top[i];
-        if !recomputable(&o.kind) || o.results.iter().any(|r| !k.ty(*r).is_scalar()) {
+        if !evaluable(&top[i]) {
             return None;
         }
-        work.extend(&o.operands);
+        work.extend(&top[i].operands);
     }
-    let mut preamble: Vec<usize> = preamble.into_iter().collect();
-    preamble.sort_unstable();
+    let sorted = |s: HashSet<usize>| {
+        let mut v: Vec<usize> = s.into_iter().collect();
+        v.sort_unstable();
+        v
+    };
+    let tile_loop = outer.map(|(at, ring_at)| TileLoop {
+        iv: top[at].regions[0].args[0],
+        at,
+        ring_at,
+        preamble: sorted(per_tile),
+    });
     // One block per SM: the consumers take the registers the producer leaves, at most 240 each
     // (setmaxnreg counts in 8s).
     let consumers = warps * 32;
@@ -459,7 +580,11 @@ fn producer(k: &Kernel, op: &Op, p: &LoopPipeline, warps: u32, target: &Target) 
         let each = ((target.regs_per_sm - PRODUCER_THREADS * PRODUCER_REGS) / consumers).min(240) / 8 * 8;
         (PRODUCER_REGS, each)
     });
-    Some(Producer { preamble, regs })
+    Some(Producer {
+        preamble: sorted(preamble),
+        tile_loop,
+        regs,
+    })
 }
 
 /// Ops the lowering may evaluate again for a later iteration: pure, without regions, touching

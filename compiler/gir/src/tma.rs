@@ -173,11 +173,12 @@ impl TmaBoxes {
 // ---- `prepare`: which block loads the TMA engine copies, and the expansion of every other
 // block access into pointer arithmetic ----
 //
-// A block load qualifies when a pipelined loop at the top of the kernel stages it for a wgmma
-// with TMA boxes (`StagedLoad::tma`), and the launch's specialisation proves what the tensor
-// map needs: the base is a 16-byte-aligned pointer argument, the innermost stride is 1, and
-// every other stride is a multiple of 16 bytes; the shape and strides are arguments or
-// constants the host can read at launch. Everything else is expanded
+// A block load qualifies when a pipelined loop at the top of the kernel (or directly inside a
+// loop there) stages it for a wgmma with TMA boxes (`StagedLoad::tma`), and the launch's
+// specialisation proves what the tensor map needs: the base is a 16-byte-aligned pointer
+// argument, the innermost stride is 1, and every other stride is a multiple of 16 bytes; the
+// shape and strides are arguments or constants the host can read at launch. Everything else
+// is expanded
 // (`tile_lang::ir::block::expand_blocks`) and copied with `cp.async` like any pointer load.
 
 /// A kernel ready for the lowering: its remaining block loads each read through one of `maps`.
@@ -216,8 +217,21 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
     };
     let params: HashMap<ValueId, usize> = k.params.iter().enumerate().map(|(i, p)| (p.value, i)).collect();
     let mut keep = HashSet::new();
-    // Loops at the top of the kernel run once per program: their barriers start fresh.
-    for op in &k.body.ops {
+    // Loops at the top of the kernel, and directly inside a loop there (a persistent kernel's
+    // loop over tiles): the lowering sets up a ring's barriers before each run of its loop, or
+    // once before the tile loop when a producer runs both (`pipeline::TileLoop`).
+    let loops = k.body.ops.iter().flat_map(|op| {
+        let inner: Vec<&Op> = match op.kind {
+            OpKind::For { .. } => op.regions[0]
+                .ops
+                .iter()
+                .filter(|o| matches!(o.kind, OpKind::For { .. }))
+                .collect(),
+            _ => Vec::new(),
+        };
+        std::iter::once(op).chain(inner)
+    });
+    for op in loops {
         let OpKind::For { .. } = op.kind else { continue };
         let Some(pl) = plan.pipelines.get(&op.regions[0].args[0]) else {
             continue;

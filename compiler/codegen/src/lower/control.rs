@@ -84,6 +84,7 @@ impl<'c> Lowering<'c, '_> {
         if let Some(pl) = self.plan.pipelines.get(&op.regions[0].args[0]).cloned() {
             return self.for_pipelined(op, &pl);
         }
+        self.ring_setup(op)?;
         let (lo, hi, step, signed, inits) = self.loop_operands(op)?;
         let flat = Self::flatten(&inits);
         let body = op.regions[0].clone();

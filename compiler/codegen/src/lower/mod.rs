@@ -91,6 +91,7 @@ pub(crate) fn lower<'c>(
         pending_wgmma: Vec::new(),
         wgmma_floor: None,
         producing: false,
+        ring_count: None,
         debug,
     };
     l.kernel()?;
@@ -168,6 +169,8 @@ struct Lowering<'c, 'a> {
     wgmma_floor: Option<usize>,
     /// Whether the code being lowered is the producer warpgroup's (see `producer`).
     producing: bool,
+    /// The slot counting a persistent ring's iterations (see `ring_setup`).
+    ring_count: Option<PointerValue<'c>>,
     /// A debug build (`CompileOptions::debug`): mbarrier waits are bounded.
     debug: bool,
 }

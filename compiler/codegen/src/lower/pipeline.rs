@@ -9,7 +9,11 @@
 //! refilling the stage, and the iterations have no block-wide barrier. A warp-specialised ring
 //! (`tile_gir::pipeline::Producer`) leaves the copies to a producer warpgroup after the
 //! kernel's warps (`producer_branch`): the kernel's warps only wait on full barriers and
-//! release stages.
+//! release stages. A producer that also runs the loop around its ring loop (a persistent
+//! kernel's tile loop, `tile_gir::pipeline::TileLoop`) keeps the ring going from one tile to
+//! the next: the barriers are set up once, before the tile loop (`ring_setup`), and both sides
+//! count the ring loop's iterations over every tile so far (`ring_count`), from which the stage
+//! and its phase follow.
 
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::{AddressSpace, IntPredicate};
@@ -76,32 +80,17 @@ impl<'c> Lowering<'c, '_> {
         let tma = pl.tma();
         let ring = pl.ring();
         let cp = pl.loads.iter().any(|l| l.tma.is_none());
-        if tma {
-            // One barrier per stage, completed by the TMA bytes of its copies (count 1: the
-            // issuing thread's arrive); in a ring, one empty barrier per stage (one arrival per
-            // warp).
-            let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
-            let warps = self.threads / 32;
-            self.when(zero, |l| {
-                for st in 0..s {
-                    let bar = l.barrier_ptr(pl, l.i32c(st as u64))?;
-                    l.intr("llvm.nvvm.mbarrier.init.shared", &[], &[bar.into(), l.i32c(1).into()])?;
-                    if ring {
-                        let empty = l.empty_ptr(pl, l.i32c(st as u64))?;
-                        l.intr(
-                            "llvm.nvvm.mbarrier.init.shared",
-                            &[],
-                            &[empty.into(), l.i32c(warps as u64).into()],
-                        )?;
-                    }
-                }
-                l.intr("llvm.nvvm.fence.mbarrier_init.release.cluster", &[], &[])?;
-                Ok(())
-            })?;
+        // Inside a tile loop the producer runs too, the ring was set up before that loop.
+        let tiles = pl.producer.as_ref().is_some_and(|p| p.tile_loop.is_some());
+        if tma && !tiles {
+            self.init_barriers(pl)?;
         }
         // Warps still reading the buffers from an earlier run of this loop (a loop inside
-        // another) finish before they are written again.
-        self.barrier()?;
+        // another) finish before they are written again (a ring's stages wait for their
+        // release instead).
+        if !tiles || !pl.resident.is_empty() {
+            self.barrier()?;
+        }
         // Operands from before the loop: written once.
         for r in &pl.resident {
             let plan = self
@@ -122,11 +111,13 @@ impl<'c> Lowering<'c, '_> {
             self.barrier()?;
         }
         let produced = pl.producer.is_some();
-        if produced {
+        if produced && !tiles {
             // The producer's first copy waits for every warp to be here: past the barriers'
             // initialisation and any use of the buffers before the loop.
             self.named_barrier(false, 1, self.threads + 32)?;
         }
+        // The ring's iterations before this run of the loop.
+        let base = if tiles { self.ring_count_load()? } else { self.i32c(0) };
         // Prologue: iterations 0 .. ahead into stages 0 .. ahead (the producer's own work when
         // there is one).
         let ahead = if produced { 0 } else { pl.ahead };
@@ -149,7 +140,8 @@ impl<'c> Lowering<'c, '_> {
             // Iteration `it` reads stage it % s and refills stage (it + ahead) % s, which
             // iteration it - 1 read (it - 2 when a wgmma stays in flight: the previous
             // iteration's wait_group 1 finished it): the barrier after the wait covers both.
-            let it = l.iteration(i, lo, step, signed)?;
+            let local = l.iteration(i, lo, step, signed)?;
+            let it = llvm(l.b.build_int_add(base, local, ""))?;
             let sc = l.i32c(s as u64);
             let read = llvm(l.b.build_int_unsigned_rem(it, sc, ""))?;
             let later = llvm(l.b.build_int_add(it, l.i32c(ahead as u64), ""))?;
@@ -208,7 +200,8 @@ impl<'c> Lowering<'c, '_> {
                 } else {
                     let prev = llvm(l.b.build_int_add(it, l.i32c((s - 1) as u64), ""))?;
                     let prev = llvm(l.b.build_int_unsigned_rem(prev, sc, ""))?;
-                    let first = llvm(l.b.build_int_compare(IntPredicate::EQ, it, l.i32c(0), ""))?;
+                    // (The previous run's last stage was released after its final wait.)
+                    let first = llvm(l.b.build_int_compare(IntPredicate::EQ, local, l.i32c(0), ""))?;
                     l.release_stage(pl, prev, Some(first))?;
                 }
             }
@@ -224,9 +217,21 @@ impl<'c> Lowering<'c, '_> {
                 results[*j] = Repr::Tile(self.wgmma_wait(acc)?);
             }
         }
+        if tiles {
+            // The ring goes on with the next tile: the last iteration's stage, still held by a
+            // wgmma in flight, is released now that every wgmma is done.
+            let trips = self.trips(lo, hi, step, signed)?;
+            let next = llvm(self.b.build_int_add(base, trips, ""))?;
+            if !pl.async_dots.is_empty() {
+                let last = llvm(self.b.build_int_sub(next, self.i32c(1), ""))?;
+                let stage = llvm(self.b.build_int_unsigned_rem(last, self.i32c(s as u64), ""))?;
+                self.release_stage(pl, stage, None)?;
+            }
+            self.ring_count_store(next)?;
+        }
         // The mbarriers are invalidated once no thread waits on them; when scratch after the loop
         // reuses the buffers (`alias_scratch`), every warp is done with them first.
-        if tma {
+        if tma && !tiles {
             self.barrier()?;
             let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
             self.when(zero, |l| {
@@ -271,13 +276,119 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    /// The warp-specialised loop (at the top of the kernel's body), if there is one.
+    /// The warp-specialised loop (at the top of the kernel's body, or directly inside a tile
+    /// loop there), if there is one.
     pub(super) fn producer(&self) -> Option<(Op, LoopPipeline)> {
-        self.k.body.ops.iter().find_map(|op| {
-            let OpKind::For { .. } = op.kind else { return None };
-            let pl = self.plan.pipelines.get(&op.regions[0].args[0])?;
-            pl.producer.as_ref().map(|_| (op.clone(), pl.clone()))
+        self.plan.pipelines.values().find_map(|pl| {
+            let pr = pl.producer.as_ref()?;
+            let body = match &pr.tile_loop {
+                Some(t) => &self.k.body.ops[t.at].regions[0],
+                None => &self.k.body,
+            };
+            let op = body.ops.iter().find(|o| {
+                matches!(o.kind, OpKind::For { .. }) && self.plan.pipelines.get(&o.regions[0].args[0]) == Some(pl)
+            })?;
+            Some((op.clone(), pl.clone()))
         })
+    }
+
+    /// Before the tile loop `op` of a persistent producer (`TileLoop`), on the kernel's warps:
+    /// the ring's barriers are set up, its iteration count starts at 0, and the producer is
+    /// let go (it waits for this once, at its start).
+    pub(super) fn ring_setup(&mut self, op: &Op) -> R<()> {
+        let Some((_, pl)) = self.producer() else { return Ok(()) };
+        let is_tile_loop = pl
+            .producer
+            .as_ref()
+            .and_then(|p| p.tile_loop.as_ref())
+            .is_some_and(|t| t.iv == op.regions[0].args[0]);
+        if !is_tile_loop {
+            return Ok(());
+        }
+        self.init_barriers(&pl)?;
+        self.ring_count_store(self.i32c(0))?;
+        self.barrier()?;
+        self.named_barrier(false, 1, self.threads + 32)
+    }
+
+    /// Thread 0 initialises the loop's mbarriers: one per stage, completed by the TMA bytes of
+    /// its copies (count 1: the issuing thread's arrive); in a ring, one empty barrier per stage
+    /// (one arrival per warp).
+    fn init_barriers(&mut self, pl: &LoopPipeline) -> R<()> {
+        let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
+        let warps = self.threads / 32;
+        let ring = pl.ring();
+        self.when(zero, |l| {
+            for st in 0..pl.stages {
+                let bar = l.barrier_ptr(pl, l.i32c(st as u64))?;
+                l.intr("llvm.nvvm.mbarrier.init.shared", &[], &[bar.into(), l.i32c(1).into()])?;
+                if ring {
+                    let empty = l.empty_ptr(pl, l.i32c(st as u64))?;
+                    l.intr(
+                        "llvm.nvvm.mbarrier.init.shared",
+                        &[],
+                        &[empty.into(), l.i32c(warps as u64).into()],
+                    )?;
+                }
+            }
+            l.intr("llvm.nvvm.fence.mbarrier_init.release.cluster", &[], &[])?;
+            Ok(())
+        })
+    }
+
+    /// The ring's iterations so far (a persistent producer's; each side keeps its own count in
+    /// this thread-local slot).
+    fn ring_count_ptr(&mut self) -> R<inkwell::values::PointerValue<'c>> {
+        if let Some(p) = self.ring_count {
+            return Ok(p);
+        }
+        let p = self.entry_alloca(self.ctx.i32_type().into(), "ring_count")?;
+        self.ring_count = Some(p);
+        Ok(p)
+    }
+
+    fn ring_count_load(&mut self) -> R<IntValue<'c>> {
+        let p = self.ring_count_ptr()?;
+        Ok(llvm(self.b.build_load(self.ctx.i32_type(), p, "ring_base"))?.into_int_value())
+    }
+
+    fn ring_count_store(&mut self, v: IntValue<'c>) -> R<()> {
+        let p = self.ring_count_ptr()?;
+        llvm(self.b.build_store(p, v))?;
+        Ok(())
+    }
+
+    /// A local slot of type `ty`, allocated at the kernel's entry (where LLVM promotes it to
+    /// registers).
+    fn entry_alloca(
+        &mut self,
+        ty: inkwell::types::BasicTypeEnum<'c>,
+        name: &str,
+    ) -> R<inkwell::values::PointerValue<'c>> {
+        let here = self.b.get_insert_block().expect("inside the kernel");
+        let entry = self.func().get_first_basic_block().expect("the kernel has an entry");
+        match entry.get_first_instruction() {
+            Some(i) => self.b.position_before(&i),
+            None => self.b.position_at_end(entry),
+        }
+        let p = llvm(self.b.build_alloca(ty, name))?;
+        self.b.position_at_end(here);
+        Ok(p)
+    }
+
+    /// How many iterations a loop from `lo` to `hi` by `step` runs, as i32.
+    fn trips(&self, lo: IntValue<'c>, hi: IntValue<'c>, step: IntValue<'c>, signed: bool) -> R<IntValue<'c>> {
+        let runs = self.has_iterations(lo, hi, signed)?;
+        let d = llvm(self.b.build_int_sub(hi, lo, ""))?;
+        let d = llvm(self.b.build_int_sub(d, lo.get_type().const_int(1, false), ""))?;
+        let q = if signed {
+            llvm(self.b.build_int_signed_div(d, step, ""))?
+        } else {
+            llvm(self.b.build_int_unsigned_div(d, step, ""))?
+        };
+        let q = llvm(self.b.build_int_truncate_or_bit_cast(q, self.ctx.i32_type(), ""))?;
+        let n = llvm(self.b.build_int_add(q, self.i32c(1), ""))?;
+        Ok(llvm(self.b.build_select(runs, n, self.i32c(0), ""))?.into_int_value())
     }
 
     /// The producer warpgroup's whole program, at the kernel's entry: threads past the kernel's
@@ -336,6 +447,13 @@ impl<'c> Lowering<'c, '_> {
                 self.b
                     .build_int_compare(IntPredicate::ULT, self.tid(), self.i32c((self.threads + 32) as u64), ""),
             )?;
+        if let Some(t) = pl.producer.as_ref().and_then(|p| p.tile_loop.clone()) {
+            // The kernel's warps let the producer go once, before their tile loop.
+            return self.when(warp, |l| {
+                l.named_barrier(true, 1, l.threads + 32)?;
+                l.when(first, |l| l.produce_tiles(op, pl, &t))
+            });
+        }
         // The loop is guarded: the kernel's warps meet the producer only when it has iterations.
         let signed = !self.dtype(op.operands[0]).is_unsigned();
         let bound = |l: &Self, i: usize| l.scalar(op.operands[i]).into_int_value();
@@ -348,12 +466,41 @@ impl<'c> Lowering<'c, '_> {
         })
     }
 
+    /// A persistent producer's tile loop: for each tile, the scalars the ring loop's copies
+    /// read, then the ring loop's copies, counted on from the tiles before.
+    fn produce_tiles(&mut self, op: &Op, pl: &LoopPipeline, t: &tile_gir::pipeline::TileLoop) -> R<()> {
+        let outer = self.k.body.ops[t.at].clone();
+        let signed = !self.dtype(outer.operands[0]).is_unsigned();
+        let bound = |l: &Self, o: &Op, i: usize| l.scalar(o.operands[i]).into_int_value();
+        let (lo, hi, step) = (bound(self, &outer, 0), bound(self, &outer, 1), bound(self, &outer, 2));
+        self.ring_count_store(self.i32c(0))?;
+        let body = outer.regions[0].clone();
+        self.counted_loop(lo, hi, step, signed, Vec::new(), &mut |l, i, _| {
+            l.vals.insert(t.iv, Repr::Scalar(i.into()));
+            for &j in &t.preamble {
+                l.op(&body.ops[j])?;
+            }
+            let signed = !l.dtype(op.operands[0]).is_unsigned();
+            let (lo, hi, step) = (bound(l, op, 0), bound(l, op, 1), bound(l, op, 2));
+            let runs = l.has_iterations(lo, hi, signed)?;
+            l.when(runs, |l| l.produce_loop(op, pl, (lo, hi, step, signed)))?;
+            let base = l.ring_count_load()?;
+            let trips = l.trips(lo, hi, step, signed)?;
+            let next = llvm(l.b.build_int_add(base, trips, ""))?;
+            l.ring_count_store(next)?;
+            Ok(Vec::new())
+        })?;
+        Ok(())
+    }
+
     fn produce_loop(
         &mut self,
         op: &Op,
         pl: &LoopPipeline,
         (lo, hi, step, signed): (IntValue<'c>, IntValue<'c>, IntValue<'c>, bool),
     ) -> R<()> {
+        let tiles = pl.producer.as_ref().is_some_and(|p| p.tile_loop.is_some());
+        let base = if tiles { self.ring_count_load()? } else { self.i32c(0) };
         // The body's arguments: the index and the carried values the copies read (scalars);
         // the others are never read here, a zero stands in for them.
         let carried: Vec<Repr<'c>> = pl
@@ -371,6 +518,7 @@ impl<'c> Lowering<'c, '_> {
                 args[j + 1] = v;
             }
             let it = l.iteration(i, lo, step, signed)?;
+            let it = llvm(l.b.build_int_add(base, it, ""))?;
             let stage = llvm(l.b.build_int_unsigned_rem(it, s, ""))?;
             l.issue(op, pl, &args, stage, hi, signed, Some(it))?;
             let next = l.advance(op, pl, &args, step)?;
@@ -501,14 +649,7 @@ impl<'c> Lowering<'c, '_> {
         // The arguments, 32 bits each, in a local buffer allocated at the kernel's entry.
         let i32t = self.ctx.i32_type();
         let ty = i32t.array_type(args.len() as u32);
-        let here = self.b.get_insert_block().expect("inside the kernel");
-        let entry = self.func().get_first_basic_block().expect("the kernel has an entry");
-        match entry.get_first_instruction() {
-            Some(i) => self.b.position_before(&i),
-            None => self.b.position_at_end(entry),
-        }
-        let buf = llvm(self.b.build_alloca(ty, "debug_args"))?;
-        self.b.position_at_end(here);
+        let buf = self.entry_alloca(ty.into(), "debug_args")?;
         for (i, a) in args.iter().enumerate() {
             let at = unsafe {
                 llvm(

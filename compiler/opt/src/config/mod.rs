@@ -630,7 +630,9 @@ pub fn choose_on(
     // warps, then to a wgmma kept in flight across iterations (matmul: 596 against 564
     // TFLOP/s), then to larger TMA stages (fewer mbarrier round trips: matmul_tma with 48 KB
     // stages 743 against 575 TFLOP/s with 24 KB at 4096³), then fewer stages (attention: 2
-    // stages measured faster than 3), then enumeration order (docs/gpu.md). (cp.async matmul
+    // stages measured faster than 3) except under a wgmma kept in flight, where the deeper ring
+    // wins (matmul_tma at 8192³ with a producer: 4 stages 1.4223 ms, 3 stages 1.4485, 2 stages
+    // 1.6971), then enumeration order (docs/gpu.md). (cp.async matmul
     // with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for some
     // launches: the tie-break stays TMA-only.)
     let mut best: Option<usize> = None;
@@ -648,7 +650,11 @@ pub fn choose_on(
                         c.config.num_warps,
                         !e.wgmma_in_flight,
                         std::cmp::Reverse(e.tma_stage_bytes),
-                        c.config.num_stages,
+                        if e.wgmma_in_flight {
+                            u32::MAX - c.config.num_stages
+                        } else {
+                            c.config.num_stages
+                        },
                     )
                 };
                 if x.time_s < y.time_s * (1.0 - 1e-9) {
