@@ -234,15 +234,33 @@ pub fn plan(
     // wgmma reads its operands by descriptors whose swizzle acts on absolute address bits:
     // every buffer (and the scratch after the region) starts on its alignment.
     let align = dots.values().map(|d| d.smem_align()).max().unwrap_or(16);
-    for (op, s) in loops {
-        if s < 2 {
+    let planned: Vec<(Op, Option<LoopPipeline>)> = loops
+        .into_iter()
+        .map(|(op, s)| {
+            let p = (s >= 2).then(|| plan_loop(&op, s, dots, transposed_b, &uses, &consts)).flatten();
+            (op, p)
+        })
+        .collect();
+    let ivs: HashSet<ValueId> = planned
+        .iter()
+        .filter(|(_, p)| p.is_some())
+        .map(|(op, _)| op.regions[0].args[0])
+        .collect();
+    for (op, p) in planned {
+        let Some(mut p) = p else { continue };
+        // The innermost loop is pipelined where loops nest (a persistent kernel's tile loop
+        // around its K loop): stages for both would take shared memory twice.
+        fn holds(op: &Op, ivs: &HashSet<ValueId>) -> bool {
+            op.regions.iter().flat_map(|r| &r.ops).any(|o| {
+                (matches!(o.kind, OpKind::For { .. }) && ivs.contains(&o.regions[0].args[0])) || holds(o, ivs)
+            })
+        }
+        if holds(&op, &ivs) {
             continue;
         }
-        if let Some(mut p) = plan_loop(&op, s, dots, transposed_b, &uses, &consts) {
-            p.base = base;
-            base += p.bytes().next_multiple_of(align);
-            out.insert(op.regions[0].args[0], p);
-        }
+        p.base = base;
+        base += p.bytes().next_multiple_of(align);
+        out.insert(op.regions[0].args[0], p);
     }
     if base > 0 {
         base = base.next_multiple_of(align);
