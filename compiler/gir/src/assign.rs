@@ -322,6 +322,8 @@ impl GpuPlan {
             }
             OpKind::Broadcast if self.broadcast_in_registers(k, op).is_some() => None,
             OpKind::Dot(_) if i < 2 && self.mma(op.results[0]).is_some() => None,
+            // A TMA store writes its tile into the staging buffer from any layout.
+            OpKind::StoreBlock { .. } => None,
             OpKind::Dot(_) if i == 2 => Some(self.layout(k, op.results[0])),
             // A load runs in its result's layout when the plan gave it one (seeded only where
             // it keeps the blocked layout's vectors); a store in its value's when that keeps

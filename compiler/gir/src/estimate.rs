@@ -150,9 +150,23 @@ pub fn scratch_uses(k: &Kernel, plan: &GpuPlan, f: &mut dyn FnMut(&Op, u32, bool
             | OpKind::ArgReduce { .. }
             | OpKind::Scan { .. }
             | OpKind::ScanWith { .. } => want(tile_bytes(src())),
+            // A TMA store's staging buffer, on a 1024-byte boundary (its swizzle's).
+            OpKind::StoreBlock { .. } => {
+                let v = *op.operands.last().expect("a store has a value");
+                if let Some((_, boxes)) = crate::tma::store_boxes(k, v) {
+                    want(tma_store_offset(plan, inside) + boxes.bytes());
+                }
+            }
             _ => {}
         }
     });
+}
+
+/// Where a TMA store's staging buffer starts in scratch (inside a pipelined loop or not): the
+/// first 1024-byte boundary of the scratch region.
+pub fn tma_store_offset(plan: &GpuPlan, inside: bool) -> u32 {
+    let base = plan.scratch_base(inside);
+    base.next_multiple_of(1024) - base
 }
 
 /// Whether a `Reduce` the plan does not run in its operand's layout is a block reduction: a

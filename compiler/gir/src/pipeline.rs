@@ -237,7 +237,9 @@ pub fn plan(
     let planned: Vec<(Op, Option<LoopPipeline>)> = loops
         .into_iter()
         .map(|(op, s)| {
-            let p = (s >= 2).then(|| plan_loop(&op, s, dots, transposed_b, &uses, &consts)).flatten();
+            let p = (s >= 2)
+                .then(|| plan_loop(&op, s, dots, transposed_b, &uses, &consts))
+                .flatten();
             (op, p)
         })
         .collect();
@@ -251,9 +253,10 @@ pub fn plan(
         // The innermost loop is pipelined where loops nest (a persistent kernel's tile loop
         // around its K loop): stages for both would take shared memory twice.
         fn holds(op: &Op, ivs: &HashSet<ValueId>) -> bool {
-            op.regions.iter().flat_map(|r| &r.ops).any(|o| {
-                (matches!(o.kind, OpKind::For { .. }) && ivs.contains(&o.regions[0].args[0])) || holds(o, ivs)
-            })
+            op.regions
+                .iter()
+                .flat_map(|r| &r.ops)
+                .any(|o| (matches!(o.kind, OpKind::For { .. }) && ivs.contains(&o.regions[0].args[0])) || holds(o, ivs))
         }
         if holds(&op, &ivs) {
             continue;

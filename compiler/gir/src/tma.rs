@@ -181,15 +181,17 @@ impl TmaBoxes {
 // is expanded
 // (`tile_lang::ir::block::expand_blocks`) and copied with `cp.async` like any pointer load.
 
-/// A kernel ready for the lowering: its remaining block loads each read through one of `maps`.
+/// A kernel ready for the lowering: its remaining block loads and stores each go through one of
+/// `maps`.
 pub struct Prepared<'k> {
     pub kernel: Cow<'k, Kernel>,
     pub maps: Vec<TensorMap>,
-    /// The map of each block load left in `kernel`, by its result.
+    /// The map of each block access left in `kernel`: a load's by its result, a store's by the
+    /// tile it stores.
     pub map_of: HashMap<ValueId, usize>,
 }
 
-/// Chooses the TMA block loads of `k` and expands every other block access.
+/// Chooses the TMA block loads and stores of `k` and expands every other block access.
 pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec: &[ArgSpec]) -> Prepared<'k> {
     let mut out = Prepared {
         kernel: Cow::Borrowed(k),
@@ -254,11 +256,67 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
             keep.insert(ld.load);
         }
     }
-    out.kernel = Cow::Owned(block::expand_blocks(k, &keep));
+    // Stores of 2-D tiles through descriptors: a TMA store each, where the kernel still fits
+    // with their staging buffers.
+    if target.wgmma {
+        let loads = (out.maps.clone(), out.map_of.clone());
+        let mut kept_stores = HashSet::new();
+        let mut stores = Vec::new();
+        k.walk(&mut |op| {
+            if let OpKind::StoreBlock { rank: 2 } = op.kind {
+                stores.push(op.clone());
+            }
+        });
+        for op in &stores {
+            let v = block::operands(op).value.expect("a store has a value");
+            let Some((_, boxes)) = store_boxes(k, v) else { continue };
+            let Some(map) = tensor_map(k, op, &defs, &params, spec, boxes) else {
+                continue;
+            };
+            let i = match out.maps.iter().position(|m| *m == map) {
+                Some(i) => i,
+                None if out.maps.len() == MAX_TENSOR_MAPS => continue,
+                None => {
+                    out.maps.push(map);
+                    out.maps.len() - 1
+                }
+            };
+            out.map_of.insert(v, i);
+            kept_stores.insert(v);
+        }
+        if !kept_stores.is_empty() {
+            let kept = block::expand_blocks(k, &keep, &kept_stores);
+            let plan = GpuPlan::new(&kept, warps, stages, target);
+            if crate::estimate::smem_bytes_in(&kept, &plan) <= target.max_smem_per_block {
+                out.kernel = Cow::Owned(kept);
+                return out;
+            }
+            (out.maps, out.map_of) = loads;
+        }
+    }
+    out.kernel = Cow::Owned(block::expand_blocks(k, &keep, &HashSet::new()));
     out
 }
 
-/// The tensor map a block load reads through, when the host can encode it.
+/// The staging buffer of a TMA store of tile `v` (2-D, at most 256 rows): column blocks of up
+/// to 128 bytes, 128-byte swizzled as the engine reads them (so that threads writing their
+/// elements spread over the banks), one box each; `None` when no box fits.
+pub fn store_boxes(k: &Kernel, v: ValueId) -> Option<(Swizzle, TmaBoxes)> {
+    let t = k.ty(v);
+    let dtype = t.dtype()?;
+    let [rows, cols] = t.shape[..] else { return None };
+    let esz = dtype.bytes();
+    let block = (128 / esz).min(cols);
+    if block == 0 || cols % block != 0 {
+        return None;
+    }
+    let swz = Swizzle::in_blocks(rows, cols, block, esz);
+    let boxes = TmaBoxes::for_swizzle(&swz, dtype).ok()?;
+    Some((swz, boxes))
+}
+
+/// The tensor map a block load reads through (or a block store writes through), when the host
+/// can encode it.
 fn tensor_map(
     k: &Kernel,
     op: &Op,
@@ -268,7 +326,7 @@ fn tensor_map(
     boxes: TmaBoxes,
 ) -> Option<TensorMap> {
     let o = block::operands(op);
-    let dtype = k.ty(op.results[0]).dtype()?;
+    let dtype = k.ty(o.value.unwrap_or_else(|| op.results[0])).dtype()?;
     let fact = |p: usize| spec.get(p).copied().unwrap_or_default();
     let base = *params.get(&o.ptr)?;
     if !fact(base).divisible_by_16 {

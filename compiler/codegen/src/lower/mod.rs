@@ -232,7 +232,9 @@ impl<'c> Lowering<'c, '_> {
             .values()
             .flatten()
             .any(|p| p.instr == tile_gir::mma::Instr::Wgmma);
-        smem.set_alignment(if wgmma { 1024 } else { 16 });
+        // So do TMA stores' staging buffers.
+        let tma_store = self.tma_stores();
+        smem.set_alignment(if wgmma || tma_store { 1024 } else { 16 });
         self.smem = Some(smem.as_pointer_value());
         let tid = self.intr1("llvm.nvvm.read.ptx.sreg.tid.x", &[], &[])?.into_int_value();
         self.tid = Some(tid);
@@ -251,6 +253,17 @@ impl<'c> Lowering<'c, '_> {
             self.producer_branch(&op, &pl)?;
         }
         self.region(&body, &[], &[])?;
+        if tma_store {
+            // The TMA stores issued (by thread 0) are complete before the kernel ends.
+            let zero = llvm(
+                self.b
+                    .build_int_compare(inkwell::IntPredicate::EQ, self.tid(), self.i32c(0), ""),
+            )?;
+            self.when(zero, |l| {
+                l.intr("llvm.nvvm.cp.async.bulk.wait.group", &[], &[l.i32c(0).into()])?;
+                Ok(())
+            })?;
+        }
         llvm(self.b.build_return(None))?;
         Ok(())
     }
@@ -377,6 +390,9 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::PtrAdd => self.elementwise(op)?,
             OpKind::Load { mask, other } => self.load(op, *mask, *other)?,
             OpKind::Store { mask } => self.store(op, *mask)?,
+            OpKind::StoreBlock { .. } if op.operands.last().is_some_and(|v| self.map_of.contains_key(v)) => {
+                self.store_block_tma(op)?
+            }
             OpKind::LoadBlock { .. } | OpKind::StoreBlock { .. } => {
                 return Err(CodegenError::unsupported(
                     "a block access outside a TMA pipeline (internal: it should have been expanded)",

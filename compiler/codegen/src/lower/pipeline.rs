@@ -863,6 +863,68 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
+    /// Whether the kernel stores a tile through the TMA engine (`tile_gir::tma::prepare`).
+    pub(super) fn tma_stores(&self) -> bool {
+        let mut any = false;
+        self.k.walk(&mut |op| {
+            any |= matches!(op.kind, OpKind::StoreBlock { .. })
+                && op.operands.last().is_some_and(|v| self.map_of.contains_key(v))
+        });
+        any
+    }
+
+    /// A TMA store (`store_block` kept by `tile_gir::tma::prepare`): every thread writes its
+    /// elements into the staging buffer (`tile_gir::tma::store_boxes`: swizzled column blocks,
+    /// at the first 1024-byte boundary of scratch), the writes are made visible to the async
+    /// proxy, and thread 0 issues one box per column block (the engine drops what falls outside
+    /// the tensor), then waits only until the engine has read the buffer: the global writes go
+    /// on while the kernel does (the kernel's end waits for them). Scratch users after it start
+    /// with a barrier, as after any use of shared memory.
+    pub(super) fn store_block_tma(&mut self, op: &Op) -> R<()> {
+        let o = block::operands(op);
+        let v = o.value.expect("a store has a value");
+        let (swz, boxes) = tile_gir::tma::store_boxes(self.k, v).expect("prepare kept a store with boxes");
+        let map = self.map_params[self.map_of[&v]];
+        let inside = self.in_pipeline > 0;
+        let off = tile_gir::estimate::tma_store_offset(&self.plan, inside);
+        self.need_smem(off + boxes.bytes());
+        let at = self.plan.scratch_base(inside) + off;
+        // Earlier readers of scratch (and of the buffer, a previous store's) are done.
+        self.barrier()?;
+        self.operand_to_smem_at(v, &swz, self.i32c(at as u64))?;
+        self.fence_proxy_async()?;
+        self.barrier()?;
+        let coord = |l: &Self, v: ValueId| -> R<IntValue<'c>> {
+            let c = l.scalar(v).into_int_value();
+            llvm(l.b.build_int_truncate_or_bit_cast(c, l.ctx.i32_type(), ""))
+        };
+        let (row, col) = (coord(self, o.coords[0])?, coord(self, o.coords[1])?);
+        let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
+        self.when(zero, |l| {
+            for j in 0..boxes.boxes {
+                let src = l.smem_abs_ptr(l.i32c((at + j * boxes.box_bytes) as u64))?;
+                let c = llvm(l.b.build_int_add(col, l.i32c((j * boxes.cols) as u64), ""))?;
+                l.intr(
+                    "llvm.nvvm.cp.async.bulk.tensor.s2g.tile.2d",
+                    &[],
+                    &[
+                        src.into(),
+                        map.into(),
+                        c.into(),
+                        row.into(),
+                        l.ctx.i64_type().const_zero().into(),
+                        l.ctx.bool_type().const_zero().into(),
+                    ],
+                )?;
+            }
+            l.intr("llvm.nvvm.cp.async.bulk.commit.group", &[], &[])?;
+            l.intr("llvm.nvvm.cp.async.bulk.wait.group.read", &[], &[l.i32c(0).into()])?;
+            Ok(())
+        })?;
+        self.smem_state = super::shared::SmemState::Unknown;
+        Ok(())
+    }
+
     /// `cp.async` of `bytes` (4, 8 or 16) from global `src` to shared `dst`; zero-fills when
     /// `ok` is false (reading nothing).
     fn cp_async(

@@ -65,11 +65,12 @@ pub fn position(index: DType, shape: &[i64], strides: &[i64], coords: &[i64], id
 }
 
 /// `k` with every block op expanded into pointer arithmetic, except the loads whose results are
-/// in `keep` (which a back end lowers itself).
-pub fn expand_blocks(k: &Kernel, keep: &HashSet<ValueId>) -> Kernel {
+/// in `loads` and the stores whose stored tiles are in `stores` (which a back end lowers
+/// itself).
+pub fn expand_blocks(k: &Kernel, loads: &HashSet<ValueId>, stores: &HashSet<ValueId>) -> Kernel {
     let mut out = k.clone();
     let mut values = std::mem::take(&mut out.values);
-    expand_region(&mut out.body, &mut values, keep);
+    expand_region(&mut out.body, &mut values, &(loads, stores));
     out.values = values;
     out
 }
@@ -81,7 +82,7 @@ pub fn has_blocks(k: &Kernel) -> bool {
     any
 }
 
-fn expand_region(r: &mut Region, values: &mut Vec<Type>, keep: &HashSet<ValueId>) {
+fn expand_region(r: &mut Region, values: &mut Vec<Type>, keep: &(&HashSet<ValueId>, &HashSet<ValueId>)) {
     let ops = std::mem::take(&mut r.ops);
     for mut op in ops {
         for sub in &mut op.regions {
@@ -89,7 +90,12 @@ fn expand_region(r: &mut Region, values: &mut Vec<Type>, keep: &HashSet<ValueId>
         }
         let is_load = matches!(op.kind, OpKind::LoadBlock { .. });
         let is_store = matches!(op.kind, OpKind::StoreBlock { .. });
-        if !(is_load || is_store) || (is_load && keep.contains(&op.results[0])) {
+        let kept = if is_load {
+            keep.0.contains(&op.results[0])
+        } else {
+            is_store && op.operands.last().is_some_and(|v| keep.1.contains(v))
+        };
+        if !(is_load || is_store) || kept {
             r.ops.push(op);
             continue;
         }
