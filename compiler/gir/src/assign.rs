@@ -690,6 +690,12 @@ impl GpuPlan {
                 if let Some((p, c)) = pr.regs {
                     in_flight += &format!(" (setmaxnreg: producer {p}, consumers {c} registers)");
                 }
+                if let Some(t) = &pr.tile_loop {
+                    in_flight += &format!(
+                        ", which runs the tile loop %{} too: the ring goes on from tile to tile",
+                        t.iv.0
+                    );
+                }
             }
             let _ = writeln!(
                 s,

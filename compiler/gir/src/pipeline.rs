@@ -153,6 +153,12 @@ impl LoopPipeline {
         !self.loads.is_empty() && self.loads.iter().all(|l| l.tma.is_some())
     }
 
+    /// The tile loop around this loop that its producer runs too, when the ring goes on from
+    /// one run of the loop to the next ([`TileLoop`]).
+    pub fn tile_loop(&self) -> Option<&TileLoop> {
+        self.producer.as_ref().and_then(|p| p.tile_loop.as_ref())
+    }
+
     /// Whether the loop runs only when it has iterations (its results are otherwise its initial
     /// values): with a wgmma in flight across iterations (so that nothing defines the
     /// accumulators between a wgmma and its wait), and with a producer (which then skips its
@@ -277,7 +283,8 @@ pub fn plan(
 /// memory leave room for one block per SM anyway: the producer's register split assumes one
 /// (with a second block resident, as attention's at head dim 64, it measured 18% slower on the
 /// H200). A ring loop inside a tile loop gets none when scratch outside it reuses its buffers
-/// (`alias_scratch`): the producer fills them for the next tile meanwhile.
+/// (`alias_scratch`): the producer fills them for the next tile meanwhile. Then a loop of
+/// fewer than 4 stages keeps a wgmma in flight only under a producer.
 pub fn specialize(
     k: &Kernel,
     loops: &mut HashMap<ValueId, LoopPipeline>,
@@ -286,26 +293,8 @@ pub fn specialize(
     smem: u32,
     alias_scratch: bool,
 ) {
-    give_producer(k, loops, warps, target, smem, alias_scratch);
-    // With 3 stages, a wgmma stays in flight only where a producer guards the refills.
-    for p in loops.values_mut() {
-        if p.stages < 4 && p.producer.is_none() && !p.async_dots.is_empty() {
-            p.async_dots.clear();
-            p.ahead = p.stages - 1;
-        }
-    }
-}
-
-fn give_producer(
-    k: &Kernel,
-    loops: &mut HashMap<ValueId, LoopPipeline>,
-    warps: u32,
-    target: &Target,
-    smem: u32,
-    alias_scratch: bool,
-) {
     let one_block = target.blocks_by_smem(smem) < 2;
-    for (at, op) in k.body.ops.iter().enumerate() {
+    'give: for (at, op) in k.body.ops.iter().enumerate() {
         let OpKind::For { .. } = op.kind else { continue };
         // The loop itself, else a loop directly inside it (with the outer loop as its tile loop).
         let mut rings: Vec<(Option<usize>, &Op)> = vec![(None, op)];
@@ -331,9 +320,16 @@ fn give_producer(
                 p.producer = producer(k, outer, ring, p, warps, target);
                 if p.producer.is_some() {
                     p.ahead = p.stages;
-                    return;
+                    break 'give;
                 }
             }
+        }
+    }
+    // With 3 stages, a wgmma stays in flight only where a producer guards the refills.
+    for p in loops.values_mut() {
+        if p.stages < 4 && p.producer.is_none() && !p.async_dots.is_empty() {
+            p.async_dots.clear();
+            p.ahead = p.stages - 1;
         }
     }
 }

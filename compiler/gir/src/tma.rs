@@ -241,16 +241,9 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         for ld in &pl.loads {
             let Some(boxes) = ld.tma else { continue };
             let lop = defs[&ld.load];
-            let Some(map) = tensor_map(k, lop, &defs, &params, spec, boxes) else {
+            let Some(i) = tensor_map(k, lop, &defs, &params, spec, boxes).and_then(|m| map_index(&mut out.maps, m))
+            else {
                 continue;
-            };
-            let i = match out.maps.iter().position(|m| *m == map) {
-                Some(i) => i,
-                None if out.maps.len() == MAX_TENSOR_MAPS => continue,
-                None => {
-                    out.maps.push(map);
-                    out.maps.len() - 1
-                }
             };
             out.map_of.insert(ld.load, i);
             keep.insert(ld.load);
@@ -270,16 +263,9 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         for op in &stores {
             let v = block::operands(op).value.expect("a store has a value");
             let Some((_, boxes)) = store_boxes(k, v) else { continue };
-            let Some(map) = tensor_map(k, op, &defs, &params, spec, boxes) else {
+            let Some(i) = tensor_map(k, op, &defs, &params, spec, boxes).and_then(|m| map_index(&mut out.maps, m))
+            else {
                 continue;
-            };
-            let i = match out.maps.iter().position(|m| *m == map) {
-                Some(i) => i,
-                None if out.maps.len() == MAX_TENSOR_MAPS => continue,
-                None => {
-                    out.maps.push(map);
-                    out.maps.len() - 1
-                }
             };
             out.map_of.insert(v, i);
             kept_stores.insert(v);
@@ -296,6 +282,17 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
     }
     out.kernel = Cow::Owned(block::expand_blocks(k, &keep, &HashSet::new()));
     out
+}
+
+/// The index of `map` among `maps`, added when it is new and there is room for it.
+fn map_index(maps: &mut Vec<TensorMap>, map: TensorMap) -> Option<usize> {
+    if let Some(i) = maps.iter().position(|m| *m == map) {
+        return Some(i);
+    }
+    (maps.len() < MAX_TENSOR_MAPS).then(|| {
+        maps.push(map);
+        maps.len() - 1
+    })
 }
 
 /// The staging buffer of a TMA store of tile `v` (2-D, at most 256 rows): column blocks of up

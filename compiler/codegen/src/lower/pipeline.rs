@@ -81,7 +81,7 @@ impl<'c> Lowering<'c, '_> {
         let ring = pl.ring();
         let cp = pl.loads.iter().any(|l| l.tma.is_none());
         // Inside a tile loop the producer runs too, the ring was set up before that loop.
-        let tiles = pl.producer.as_ref().is_some_and(|p| p.tile_loop.is_some());
+        let tiles = pl.tile_loop().is_some();
         if tma && !tiles {
             self.init_barriers(pl)?;
         }
@@ -297,12 +297,7 @@ impl<'c> Lowering<'c, '_> {
     /// let go (it waits for this once, at its start).
     pub(super) fn ring_setup(&mut self, op: &Op) -> R<()> {
         let Some((_, pl)) = self.producer() else { return Ok(()) };
-        let is_tile_loop = pl
-            .producer
-            .as_ref()
-            .and_then(|p| p.tile_loop.as_ref())
-            .is_some_and(|t| t.iv == op.regions[0].args[0]);
-        if !is_tile_loop {
+        if pl.tile_loop().is_none_or(|t| t.iv != op.regions[0].args[0]) {
             return Ok(());
         }
         self.init_barriers(&pl)?;
@@ -447,7 +442,7 @@ impl<'c> Lowering<'c, '_> {
                 self.b
                     .build_int_compare(IntPredicate::ULT, self.tid(), self.i32c((self.threads + 32) as u64), ""),
             )?;
-        if let Some(t) = pl.producer.as_ref().and_then(|p| p.tile_loop.clone()) {
+        if let Some(t) = pl.tile_loop().cloned() {
             // The kernel's warps let the producer go once, before their tile loop.
             return self.when(warp, |l| {
                 l.named_barrier(true, 1, l.threads + 32)?;
@@ -499,7 +494,7 @@ impl<'c> Lowering<'c, '_> {
         pl: &LoopPipeline,
         (lo, hi, step, signed): (IntValue<'c>, IntValue<'c>, IntValue<'c>, bool),
     ) -> R<()> {
-        let tiles = pl.producer.as_ref().is_some_and(|p| p.tile_loop.is_some());
+        let tiles = pl.tile_loop().is_some();
         let base = if tiles { self.ring_count_load()? } else { self.i32c(0) };
         // The body's arguments: the index and the carried values the copies read (scalars);
         // the others are never read here, a zero stands in for them.
