@@ -440,4 +440,67 @@ mod tests {
     fn narrow_rows_have_no_boxes() {
         assert!(TmaBoxes::for_swizzle(&Swizzle::in_blocks(64, 8, 8, 2), DType::BF16).is_err());
     }
+
+    /// A kernel with one tile of each shape and dtype, as a store's value.
+    fn tiles(shapes: &[(&[i64], DType)]) -> Kernel {
+        Kernel {
+            name: "stores".into(),
+            params: vec![],
+            consts: vec![],
+            warps: vec![],
+            stages: vec![],
+            body: Default::default(),
+            values: shapes
+                .iter()
+                .map(|(shape, dtype)| tile_lang::ir::Type {
+                    elem: tile_lang::ir::Elem::Scalar(*dtype),
+                    shape: shape.iter().map(|&x| x as usize).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn store_staging_is_one_box_per_128_byte_column_block() {
+        let k = tiles(&[
+            (&[128, 256], DType::BF16),
+            (&[16, 32], DType::F32),
+            (&[16, 4], DType::F32),
+            (&[300, 64], DType::BF16),
+            (&[64], DType::BF16),
+            (&[64, 96], DType::BF16),
+        ]);
+        let boxes = |i: u32| store_boxes(&k, ValueId(i)).map(|(_, b)| (b.boxes, b.rows, b.cols, b.box_bytes));
+        // Four 64-column blocks of 128 rows, 16 KB each.
+        assert_eq!(boxes(0), Some((4, 128, 64, 16384)));
+        // f32: 32 columns make a 128-byte row.
+        assert_eq!(boxes(1), Some((1, 16, 32, 2048)));
+        // Rows of 16 bytes, more than 256 rows, not 2-D, columns not a multiple of the block:
+        // no TMA store (pointer stores instead).
+        assert_eq!(boxes(2), None);
+        assert_eq!(boxes(3), None);
+        assert_eq!(boxes(4), None);
+        assert_eq!(boxes(5), None);
+    }
+
+    #[test]
+    fn a_map_is_added_once_and_not_past_the_limit() {
+        let map = |base| TensorMap {
+            dtype: DType::BF16,
+            base,
+            dims: vec![HostInt::Param(3), HostInt::Param(4)],
+            strides: vec![HostInt::Param(5)],
+            box_dims: vec![64, 128],
+            swizzle: 128,
+        };
+        let mut maps = Vec::new();
+        assert_eq!(map_index(&mut maps, map(0)), Some(0));
+        assert_eq!(map_index(&mut maps, map(1)), Some(1));
+        assert_eq!(map_index(&mut maps, map(0)), Some(0));
+        for b in 2..MAX_TENSOR_MAPS {
+            assert_eq!(map_index(&mut maps, map(b)), Some(b));
+        }
+        assert_eq!(map_index(&mut maps, map(MAX_TENSOR_MAPS)), None);
+        assert_eq!(maps.len(), MAX_TENSOR_MAPS);
+    }
 }
