@@ -245,6 +245,41 @@ fn tune_needs_a_gpu() {
     assert!(err.contains("no run spec with `bench(..)` sizes"), "{err}");
 }
 
+#[test]
+fn bench_needs_a_gpu_and_something_to_time() {
+    // CI has no GPU: the error says what bench needs, not a flag it does not have.
+    let (code, _, err) = tilec(&["bench", &path("dsl-examples/vector_add.tile")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no CUDA driver") && err.contains("`tilec bench` times kernels on a GPU"),
+        "{err}"
+    );
+    // Before looking for a GPU: a file that does not read, a kernel without bench sizes (the
+    // ones with them are named), a file without any.
+    let (code, _, err) = tilec(&["bench", "no-such-file.tile"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot read no-such-file.tile"), "{err}");
+    let (code, _, err) = tilec(&["bench", &path("dsl-examples/vector_add.tile"), "--kernel", "nope"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("no run spec with `bench(..)` sizes for `nope`; the kernels that have one: vector_add"),
+        "{err}"
+    );
+    let (code, _, err) = tilec(&["bench", &path("tests/gpu/no_reference.tile")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("no run spec in these files has `bench(..)` sizes"),
+        "{err}"
+    );
+    let dir = temp_dir("bench");
+    let bad = dir.join("bad.tile");
+    std::fs::write(&bad, "kernel k(out: *mut f32) {\n    store(out, nope);\n}\n").unwrap();
+    let (code, _, err) = tilec(&["bench", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("bad.tile: does not check; run `tilec check`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A fresh, empty folder under the system's temp dir for one test.
 fn temp_dir(test: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("tile-cli-{test}-{}", std::process::id()));

@@ -80,6 +80,49 @@ pub struct BenchOptions {
     pub top_k: usize,
     /// Run the e-graph rewriter on the configured kernel before timing it (`--opt`).
     pub rewrite: Option<tile_opt::egraph::OptOptions>,
+    /// Only these kernels' run specs (empty: every run spec with `bench(..)` sizes).
+    pub kernels: Vec<String>,
+}
+
+impl BenchOptions {
+    fn wants(&self, s: &spec::RunSpec) -> bool {
+        !s.bench.is_empty() && (self.kernels.is_empty() || self.kernels.contains(&s.kernel))
+    }
+}
+
+/// Before looking for a GPU: every file reads and checks, and some run spec has `bench(..)`
+/// sizes for the kernels asked for. `Ok(false)` after saying on `err` what is missing (which
+/// kernels of the files have bench sizes).
+pub fn preflight(files: &[PathBuf], opts: &BenchOptions, err: &mut dyn Write) -> anyhow::Result<bool> {
+    let mut benched: Vec<String> = Vec::new();
+    let mut any = false;
+    for f in files {
+        let src = read(f)?;
+        let c = check_source(&src.text, &vec![]);
+        if c.ast.is_none() || !c.diags.is_empty() {
+            writeln!(err, "error: {}: does not check; run `tilec check`", src.name)?;
+            return Ok(false);
+        }
+        for s in &c.specs {
+            if !s.bench.is_empty() && !benched.contains(&s.kernel) {
+                benched.push(s.kernel.clone());
+            }
+            any |= opts.wants(s);
+        }
+    }
+    if !any && !files.is_empty() {
+        let asked: Vec<String> = opts.kernels.iter().map(|k| format!("`{k}`")).collect();
+        match benched.as_slice() {
+            [] => writeln!(err, "error: no run spec in these files has `bench(..)` sizes to time")?,
+            ks => writeln!(
+                err,
+                "error: no run spec with `bench(..)` sizes for {}; the kernels that have one: {}",
+                asked.join(", "),
+                ks.join(", ")
+            )?,
+        }
+    }
+    Ok(any || files.is_empty())
 }
 
 pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn Write) -> anyhow::Result<i32> {
@@ -103,7 +146,7 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
             failures += 1;
             continue;
         };
-        for s in &c.specs {
+        for s in c.specs.iter().filter(|s| opts.wants(s)) {
             let tunable: Vec<String> = check::find_kernel(&ast, &s.kernel)
                 .map(|k| {
                     k.consts

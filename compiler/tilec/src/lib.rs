@@ -171,6 +171,10 @@ enum Command {
         /// With `--config tuned`: candidates timed per case.
         #[arg(long, default_value_t = 4)]
         top_k: usize,
+        /// Only this kernel's run specs (repeatable; default: every run spec with `bench(..)`
+        /// sizes).
+        #[arg(long)]
+        kernel: Vec<String>,
         #[command(flatten)]
         opt: OptArgs,
     },
@@ -358,10 +362,10 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             sm,
             config,
             top_k,
+            kernel,
             opt,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
-            let backend = gpu_backend(&sm, out)?;
             let opts = bench::BenchOptions {
                 json,
                 config,
@@ -371,7 +375,12 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                     runs,
                     ..Default::default()
                 },
+                kernels: kernel,
             };
+            if !bench::preflight(&files, &opts, err)? {
+                return Ok(1);
+            }
+            let backend = gpu_backend(&sm, out, "`tilec bench` times kernels on a GPU")?;
             bench::run(&files, &backend, &opts, out)
         }),
         Command::Tune(args) => tune::cmd_tune(&args, out, err),
@@ -908,9 +917,9 @@ pub struct VerifyOptions<'a> {
 }
 
 /// Opens GPU 0 for `sm` and says which GPU it is.
-fn gpu_backend(sm: &str, out: &mut dyn Write) -> anyhow::Result<GpuBackend> {
-    let gpu = tile_jit::Gpu::new(0)
-        .map_err(|e| anyhow::anyhow!("{e}; pass --interpret to verify on the reference interpreter instead"))?;
+/// The GPU and its target; without one, an error that ends with `instead` (what to do).
+fn gpu_backend(sm: &str, out: &mut dyn Write, instead: &str) -> anyhow::Result<GpuBackend> {
+    let gpu = tile_jit::Gpu::new(0).map_err(|e| anyhow::anyhow!("{e}; {instead}"))?;
     let target = tile_driver::target(sm)?;
     writeln!(
         out,
@@ -1307,7 +1316,15 @@ fn cmd_run(
         _ => {}
     }
     let src = read(file)?;
-    let backend = if interpret { None } else { Some(gpu_backend(sm, out)?) };
+    let backend = if interpret {
+        None
+    } else {
+        Some(gpu_backend(
+            sm,
+            out,
+            "pass --interpret to run on the reference interpreter instead",
+        )?)
+    };
     match run::run_file(&src.text, &opts, backend.as_ref()) {
         Err(e) => {
             writeln!(err, "error: {}: {e}", src.name)?;
@@ -1352,7 +1369,11 @@ fn cmd_verify(
         true => None,
         false => Some(GpuBackend {
             debug,
-            ..gpu_backend(sm, out)?
+            ..gpu_backend(
+                sm,
+                out,
+                "pass --interpret to verify on the reference interpreter instead",
+            )?
         }),
     };
     let (mut passed, mut failed) = (0, 0);
