@@ -242,7 +242,26 @@ fn tune_needs_a_gpu() {
     // A file with nothing to tune on says so before looking for a GPU.
     let (code, _, err) = tilec(&["tune", &path("dsl-examples/vector_add.tile"), "--kernel", "nope"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("no run spec with `bench(..)` sizes"), "{err}");
+    assert!(
+        err.contains("no run spec with `bench(..)` sizes for `nope` in ")
+            && err.contains("the kernels that have one: vector_add"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_grid_extent_below_one_is_an_error_with_its_value() {
+    let dir = temp_dir("grid0");
+    let f = dir.join("k.tile");
+    let src = "kernel k(out: *mut i32, n: i32) {\n    let o = arange(0, 64);\n    store(out + o, o, o < n);\n}\n\nrun k {\n    sizes(n: [0]);\n    grid(n);\n    args(out: output([64]), n: n);\n}\n";
+    std::fs::write(&f, src).unwrap();
+    let (code, out, _) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("grid extent 0 is not a positive integer (1 to 4294967295)"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -262,7 +281,9 @@ fn bench_needs_a_gpu_and_something_to_time() {
     let (code, _, err) = tilec(&["bench", &path("dsl-examples/vector_add.tile"), "--kernel", "nope"]);
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("no run spec with `bench(..)` sizes for `nope`; the kernels that have one: vector_add"),
+        err.contains(
+            "no run spec with `bench(..)` sizes for `nope` in these files; the kernels that have one: vector_add"
+        ),
         "{err}"
     );
     let (code, _, err) = tilec(&["bench", &path("tests/gpu/no_reference.tile")]);

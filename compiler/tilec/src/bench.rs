@@ -90,6 +90,20 @@ impl BenchOptions {
     }
 }
 
+/// Why there is nothing to time (or tune) in `place`: no run spec of the kernels `asked` for
+/// (all when empty) has `bench(..)` sizes; `benched` are the kernels that have some.
+pub fn nothing_to_time(asked: &[String], benched: &[String], place: &str) -> String {
+    if benched.is_empty() || asked.is_empty() {
+        return format!("no run spec in {place} has `bench(..)` sizes");
+    }
+    let asked: Vec<String> = asked.iter().map(|k| format!("`{k}`")).collect();
+    format!(
+        "no run spec with `bench(..)` sizes for {} in {place}; the kernels that have one: {}",
+        asked.join(", "),
+        benched.join(", ")
+    )
+}
+
 /// Before looking for a GPU: every file reads and checks, and some run spec has `bench(..)`
 /// sizes for the kernels asked for. `Ok(false)` after saying on `err` what is missing (which
 /// kernels of the files have bench sizes).
@@ -111,16 +125,11 @@ pub fn preflight(files: &[PathBuf], opts: &BenchOptions, err: &mut dyn Write) ->
         }
     }
     if !any && !files.is_empty() {
-        let asked: Vec<String> = opts.kernels.iter().map(|k| format!("`{k}`")).collect();
-        match benched.as_slice() {
-            [] => writeln!(err, "error: no run spec in these files has `bench(..)` sizes to time")?,
-            ks => writeln!(
-                err,
-                "error: no run spec with `bench(..)` sizes for {}; the kernels that have one: {}",
-                asked.join(", "),
-                ks.join(", ")
-            )?,
-        }
+        writeln!(
+            err,
+            "error: {}",
+            nothing_to_time(&opts.kernels, &benched, "these files")
+        )?;
     }
     Ok(any || files.is_empty())
 }

@@ -62,12 +62,23 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
         diag::emit(err, &src.name, &src.text, &d);
         return Ok(1);
     }
+    let mut benched: Vec<String> = Vec::new();
+    for s in specs.iter().filter(|s| !s.bench.is_empty()) {
+        if !benched.contains(&s.kernel) {
+            benched.push(s.kernel.clone());
+        }
+    }
     let specs: Vec<_> = specs
         .into_iter()
         .filter(|s| !s.bench.is_empty() && a.kernel.as_ref().is_none_or(|k| &s.kernel == k))
         .collect();
     if specs.is_empty() {
-        writeln!(err, "{}: no run spec with `bench(..)` sizes to tune on", src.name)?;
+        let asked: Vec<String> = a.kernel.iter().cloned().collect();
+        writeln!(
+            err,
+            "error: {}",
+            crate::bench::nothing_to_time(&asked, &benched, &src.name)
+        )?;
         return Ok(1);
     }
     let gpu = Gpu::new(0).map_err(|e| anyhow::anyhow!("{e}; `tilec tune` times kernels on a GPU"))?;

@@ -286,10 +286,15 @@ pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagno
         match eval_in_case(g, case, kernel)? {
             Num::I(v) if v >= 1 && v <= u32::MAX as i64 => grid[i] = v as u32,
             v => {
-                return Err(
-                    Diagnostic::error(g.span, format!("grid extent {v:?} is not a positive integer"))
-                        .label("in this case"),
-                );
+                let shown = match v {
+                    Num::I(i) => i.to_string(),
+                    Num::F(f) => f.to_string(),
+                };
+                return Err(Diagnostic::error(
+                    g.span,
+                    format!("grid extent {shown} is not a positive integer (1 to {})", u32::MAX),
+                )
+                .label("in this case"));
             }
         }
     }
