@@ -118,6 +118,21 @@ fn verify_reports_errors_and_needs_a_backend() {
     assert!(out.contains("max abs"), "{out}");
     assert!(out.trim_end().ends_with("passed, 0 failed"), "{out}");
     assert_eq!(tilec(&["verify", &path("dsl-examples/vector_add.tile")]).0, 2);
+    // A missing file is named before the missing GPU.
+    let (code, _, err) = tilec(&["verify", "no-such-file.tile"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot read no-such-file.tile"), "{err}");
+    // A kernel without a run spec: the ones with one are named, each once.
+    let (code, _, err) = tilec(&[
+        "run",
+        "--interpret",
+        &path("tests/gpu/persistent.tile"),
+        "--kernel",
+        "nope",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let named = "the file has run specs for: matmul_persistent, matmul_persistent4, attention_persistent";
+    assert!(err.trim_end().ends_with(named), "{err}");
 }
 
 /// A reference written as another kernel of the file: it passes when it agrees, fails when it

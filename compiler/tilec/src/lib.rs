@@ -1365,6 +1365,10 @@ fn cmd_verify(
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
 ) -> anyhow::Result<i32> {
+    // A file that does not read is reported before a GPU is looked for.
+    for f in files {
+        read(f)?;
+    }
     let backend = match interpret {
         true => None,
         false => Some(GpuBackend {

@@ -44,7 +44,12 @@ pub fn run_file(
         return Err(tile_lang::diag::render("run", text, &c.diags));
     }
     let ast = c.ast.expect("no diagnostics means the file parsed");
-    let kernels: Vec<&str> = c.specs.iter().map(|s| s.kernel.as_str()).collect();
+    let mut kernels: Vec<&str> = Vec::new();
+    for s in &c.specs {
+        if !kernels.contains(&s.kernel.as_str()) {
+            kernels.push(s.kernel.as_str());
+        }
+    }
     let kernel_name = match &opts.kernel {
         Some(k) if kernels.contains(&k.as_str()) => k.as_str(),
         Some(k) => {
