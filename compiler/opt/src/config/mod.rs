@@ -89,6 +89,8 @@ pub struct Estimate {
     pub tma_stage_bytes: u32,
     /// Whether a producer warpgroup issues a loop's copies (counted in `threads`).
     pub producer: bool,
+    /// Whether that producer runs the tile loop around its loop too (a persistent kernel).
+    pub producer_runs_tiles: bool,
     /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
     /// case specialises on).
     pub int_args: HashMap<ValueId, i64>,
@@ -452,6 +454,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         wgmma_in_flight: plan.pipelines.values().any(|p| !p.async_dots.is_empty()),
         tma_stage_bytes: plan.pipelines.values().map(|p| p.tma_bytes()).max().unwrap_or(0),
         producer: plan.producer().is_some(),
+        producer_runs_tiles: plan.pipelines.values().any(|p| p.tile_loop().is_some()),
         int_args: launch.scalars.clone(),
     }
 }
