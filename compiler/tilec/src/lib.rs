@@ -726,8 +726,26 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             let p = tile_driver::prepare_blocks(c.kernel(), &options);
             let plan = tile_driver::GpuPlan::new(&p.kernel, c.config.num_warps, c.config.num_stages, &target);
             write!(out, "{}", plan.render(&p.kernel))?;
+            // What goes through each map: block loads by result, block stores by stored tile.
+            let mut uses: Vec<Vec<String>> = vec![Vec::new(); p.maps.len()];
+            p.kernel.walk(&mut |op| {
+                let (v, what) = match op.kind {
+                    tile_lang::ir::OpKind::LoadBlock { .. } => (op.results[0], "load"),
+                    tile_lang::ir::OpKind::StoreBlock { .. } => {
+                        (*op.operands.last().expect("a stored tile"), "store of")
+                    }
+                    _ => return,
+                };
+                if let Some(&i) = p.map_of.get(&v) {
+                    uses[i].push(format!("{what} %{}", v.0));
+                }
+            });
             for (i, m) in p.maps.iter().enumerate() {
-                writeln!(out, "  tensor map {i} (parameter after the kernel's own): {m}")?;
+                writeln!(
+                    out,
+                    "  tensor map {i} (parameter after the kernel's own): {m}; {}",
+                    uses[i].join(", ")
+                )?;
             }
         }
         // The back half, when a later stage is asked for.
