@@ -1,5 +1,5 @@
-//! Copies by the TMA engine (sm_90): the tensor maps a kernel takes and the boxes that fill a
-//! staged operand's buffer.
+//! Copies by the TMA engine (sm_90): the tensor maps a kernel takes, the boxes that fill a
+//! staged operand's buffer, and the boxes a TMA store copies out of its staging buffer.
 //!
 //! A block load through a tensor descriptor (`load_block`) that a pipelined loop stages for a
 //! `wgmma` is copied by `cp.async.bulk.tensor` when its base, shape and strides are known on the
@@ -177,9 +177,11 @@ impl TmaBoxes {
 // loop there) stages it for a wgmma with TMA boxes (`StagedLoad::tma`), and the launch's
 // specialisation proves what the tensor map needs: the base is a 16-byte-aligned pointer
 // argument, the innermost stride is 1, and every other stride is a multiple of 16 bytes; the
-// shape and strides are arguments or constants the host can read at launch. Everything else
-// is expanded
-// (`tile_lang::ir::block::expand_blocks`) and copied with `cp.async` like any pointer load.
+// shape and strides are arguments or constants the host can read at launch. A block store of a
+// 2-D tile qualifies on the same facts, on sm_90a, when its staging buffer (`store_boxes`)
+// fits beside the rest of the kernel's shared memory. Everything else is expanded
+// (`tile_lang::ir::block::expand_blocks`): loads copied with `cp.async` like any pointer load,
+// stores as pointer stores.
 
 /// A kernel ready for the lowering: its remaining block loads and stores each go through one of
 /// `maps`.
