@@ -265,21 +265,6 @@ fn tune_needs_a_gpu() {
 }
 
 #[test]
-fn a_grid_extent_below_one_is_an_error_with_its_value() {
-    let dir = temp_dir("grid0");
-    let f = dir.join("k.tile");
-    let src = "kernel k(out: *mut i32, n: i32) {\n    let o = arange(0, 64);\n    store(out + o, o, o < n);\n}\n\nrun k {\n    sizes(n: [0]);\n    grid(n);\n    args(out: output([64]), n: n);\n}\n";
-    std::fs::write(&f, src).unwrap();
-    let (code, out, _) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("grid extent 0 is not a positive integer (1 to 4294967295)"),
-        "{out}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
 fn bench_needs_a_gpu_and_something_to_time() {
     // CI has no GPU: the error says what bench needs, not a flag it does not have.
     let (code, _, err) = tilec(&["bench", &path("dsl-examples/vector_add.tile")]);
@@ -606,18 +591,32 @@ fn output_of_a_call_that_is_no_generator_is_a_size() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Run-spec values a case cannot use: each is an error naming the value and what is valid.
 #[test]
-fn a_run_spec_value_that_does_not_fit_its_parameter_is_an_error() {
+fn a_run_spec_value_out_of_range_is_an_error() {
+    let cases = [
+        // A size that does not fit the parameter it is passed to.
+        (
+            "sizes(n: [1099511627776]);\n    grid(1);",
+            "`n` is i32, which holds -2147483648 to 2147483647; this value is 1099511627776",
+        ),
+        // A grid extent below 1.
+        (
+            "sizes(n: [0]);\n    grid(n);",
+            "grid extent 0 is not a positive integer (1 to 4294967295)",
+        ),
+    ];
     let dir = temp_dir("fit");
     let f = dir.join("k.tile");
-    let src = "kernel k<const BLOCK: i32 = 64>(out: *mut i32, n: i32) {\n    let o = arange(0, BLOCK);\n    store(out + o, o, o < n);\n}\n\nrun k {\n    sizes(n: [1099511627776]);\n    grid(1);\n    args(out: output([64]), n: n);\n}\n";
-    std::fs::write(&f, src).unwrap();
-    let (code, out, _) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("`n` is i32, which holds -2147483648 to 2147483647; this value is 1099511627776"),
-        "{out}"
-    );
+    for (spec, message) in cases {
+        let src = format!(
+            "kernel k<const BLOCK: i32 = 64>(out: *mut i32, n: i32) {{\n    let o = arange(0, BLOCK);\n    store(out + o, o, o < n);\n}}\n\nrun k {{\n    {spec}\n    args(out: output([64]), n: n);\n}}\n"
+        );
+        std::fs::write(&f, src).unwrap();
+        let (code, out, _) = tilec(&["verify", "--interpret", f.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains(message), "{out}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
