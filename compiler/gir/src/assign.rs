@@ -208,7 +208,7 @@ impl GpuPlan {
                 && p.pipeline_bytes.max(outside) <= target.max_smem_per_block;
             // Warp specialisation, once the kernel's shared memory is known.
             let smem = crate::estimate::smem_bytes_in(k, &p);
-            crate::pipeline::specialize(k, &mut p.pipelines, warps, target, smem, p.alias_scratch);
+            crate::pipeline::specialize(k, &mut p.pipelines, &mmas, warps, target, smem, p.alias_scratch);
         }
         p
     }
@@ -695,6 +695,9 @@ impl GpuPlan {
                         ", which runs the tile loop %{} too: the ring goes on from tile to tile",
                         t.iv.0
                     );
+                }
+                if pr.pingpong {
+                    in_flight += ", consumer warpgroups take turns issuing wgmma (ping-pong)";
                 }
             }
             let _ = writeln!(

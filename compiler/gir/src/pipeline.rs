@@ -35,7 +35,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tile_lang::ir::{ConstValue, Kernel, Op, OpKind, ValueId};
+use tile_lang::ir::{ConstValue, Kernel, Op, OpKind, Region, ValueId};
 
 use crate::Target;
 use crate::mma::{Instr, MmaPlan};
@@ -105,6 +105,8 @@ pub struct Producer {
     /// Registers per thread after `setmaxnreg`, of the producer and of each consumer; `None`
     /// when one consumer warpgroup already has every register it can address (255).
     pub regs: Option<(u32, u32)>,
+    /// Whether the consumer warpgroups take turns issuing the loop's wgmma ([`pingpong`]).
+    pub pingpong: bool,
 }
 
 /// A loop at the top of the kernel around a warp-specialised ring loop (a persistent kernel:
@@ -284,10 +286,12 @@ pub fn plan(
 /// (with a second block resident, as attention's at head dim 64, it measured 18% slower on the
 /// H200). A ring loop inside a tile loop gets none when scratch outside it reuses its buffers
 /// (`alias_scratch`): the producer fills them for the next tile meanwhile. Then a loop of
-/// fewer than 4 stages keeps a wgmma in flight only under a producer.
+/// fewer than 4 stages keeps a wgmma in flight only under a producer. Its consumers take
+/// turns issuing the loop's wgmma where [`pingpong`] says so.
 pub fn specialize(
     k: &Kernel,
     loops: &mut HashMap<ValueId, LoopPipeline>,
+    dots: &HashMap<ValueId, MmaPlan>,
     warps: u32,
     target: &Target,
     smem: u32,
@@ -309,7 +313,12 @@ pub fn specialize(
             );
         }
         for (ring_at, ring) in rings {
-            let OpKind::For { warp_specialize, .. } = ring.kind else {
+            let OpKind::For {
+                warp_specialize,
+                pingpong: asked,
+                ..
+            } = ring.kind
+            else {
                 continue;
             };
             let Some(p) = loops.get_mut(&ring.regions[0].args[0]) else {
@@ -318,7 +327,8 @@ pub fn specialize(
             if warp_specialize.unwrap_or(one_block) && p.ring() {
                 let outer = ring_at.map(|j| (at, j));
                 p.producer = producer(k, outer, ring, p, warps, target);
-                if p.producer.is_some() {
+                if let Some(pr) = &mut p.producer {
+                    pr.pingpong = pingpong(ring, asked, warps, dots);
                     p.ahead = p.stages;
                     break 'give;
                 }
@@ -601,7 +611,38 @@ fn producer(
         preamble: sorted(preamble),
         tile_loop,
         regs,
+        pingpong: false,
     })
+}
+
+/// Whether the consumer warpgroups of the warp-specialised loop `op` take turns issuing its
+/// wgmma (ping-pong): in each iteration a warpgroup waits for its turn before its first wgmma
+/// and hands the turn on to the next before it waits for one, so that the tensor cores run one
+/// warpgroup's products while the other computes on its last results (attention's softmax)
+/// instead of both warpgroups computing, then both multiplying. Where `#[pingpong]` asks for
+/// it, with two consumer warpgroups or more, each on its own rows of every dot in the loop,
+/// and every dot at the top of the loop's body, so that each warpgroup takes the same turns in
+/// every iteration. Not by default: on the H200 (2026-12-02, run 62) attention_rotated at head
+/// dim 128, whose loop already overlaps its softmax with the products within each warpgroup,
+/// ran 1-3% slower with turns.
+fn pingpong(op: &Op, asked: Option<bool>, warps: u32, dots: &HashMap<ValueId, MmaPlan>) -> bool {
+    let groups = (warps / 4) as usize;
+    let body = &op.regions[0];
+    let own_rows = |o: &Op| {
+        dots.get(&o.results[0])
+            .is_some_and(|d| d.instr == Instr::Wgmma && d.warps_m == groups && d.warps_n == 1)
+    };
+    fn holds_dot(r: &Region) -> bool {
+        r.ops
+            .iter()
+            .any(|o| matches!(o.kind, OpKind::Dot(_)) || o.regions.iter().any(holds_dot))
+    }
+    let mut dots_at_top = body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot(_))).peekable();
+    asked == Some(true)
+        && groups >= 2
+        && dots_at_top.peek().is_some()
+        && dots_at_top.all(own_rows)
+        && !body.ops.iter().any(|o| o.regions.iter().any(holds_dot))
 }
 
 /// Ops the lowering may evaluate again for a later iteration: pure, without regions, touching

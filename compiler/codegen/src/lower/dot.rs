@@ -223,6 +223,7 @@ impl<'c> Lowering<'c, '_> {
         let mut acc = self.elems(c);
         let per = plan.instr_n() / 2;
         let tm = plan.tiles_m();
+        self.take_turn()?;
         self.intr("llvm.nvvm.wgmma.fence.sync.aligned", &[], &[])?;
         // A's fragment registers, which the instructions read until they are done.
         let mut a_frags: Vec<BasicValueEnum<'c>> = Vec::new();
@@ -250,6 +251,7 @@ impl<'c> Lowering<'c, '_> {
         // stays in flight (the loop waits for it at its end); a dot that read only stage and
         // resident buffers (or registers) is waited for at its result's first use; else here.
         let acc = if in_flight {
+            self.pass_turn()?;
             self.asm(None, "wgmma.wait_group.sync.aligned 1;", "", &[])?;
             acc
         } else if lazy {
@@ -334,6 +336,7 @@ impl<'c> Lowering<'c, '_> {
         if n == 0 {
             return Ok(());
         }
+        self.pass_turn()?;
         let done: Vec<(ValueId, Vec<BasicValueEnum<'c>>)> = self.pending_wgmma.drain(..n).collect();
         let left = self.pending_wgmma.len();
         let tiles: Vec<Vec<BasicValueEnum<'c>>> = done.iter().map(|(v, _)| self.elems(*v)).collect();
@@ -436,6 +439,7 @@ impl<'c> Lowering<'c, '_> {
     /// `wgmma.wait_group 0`, with the accumulators passed through it so that nothing reads them
     /// before the instructions writing them are done.
     pub(super) fn wgmma_wait(&self, acc: &[BasicValueEnum<'c>]) -> R<Vec<BasicValueEnum<'c>>> {
+        self.pass_turn()?;
         let n = acc.len();
         let mut cons: Vec<String> = vec!["=f".into(); n];
         cons.extend((0..n).map(|i| i.to_string()));

@@ -21,6 +21,7 @@ mod reduce;
 mod scan;
 mod shape;
 mod shared;
+mod turns;
 
 use std::collections::HashMap;
 
@@ -92,6 +93,7 @@ pub(crate) fn lower<'c>(
         wgmma_floor: None,
         producing: false,
         ring_count: None,
+        turn: None,
         debug,
     };
     l.kernel()?;
@@ -171,6 +173,9 @@ struct Lowering<'c, 'a> {
     producing: bool,
     /// The slot counting a persistent ring's iterations (see `ring_setup`).
     ring_count: Option<PointerValue<'c>>,
+    /// At the top level of the body of a loop whose consumer warpgroups take turns issuing
+    /// wgmma (see `turns`): whether this warpgroup holds the turn.
+    turn: Option<std::cell::Cell<bool>>,
     /// A debug build (`CompileOptions::debug`): mbarrier waits are bounded.
     debug: bool,
 }
@@ -414,12 +419,16 @@ impl<'c> Lowering<'c, '_> {
                 self.smem_state = SmemState::Unknown;
                 // A loop's iterations start and end with no wgmma pending.
                 let floor = self.wgmma_floor.take();
+                let turn = self.leave_turns()?;
                 self.for_op(op)?;
                 self.wgmma_floor = floor;
+                self.turn = turn;
             }
             OpKind::If => {
                 self.smem_state = SmemState::Unknown;
+                let turn = self.leave_turns()?;
                 self.if_op(op)?;
+                self.turn = turn;
             }
             OpKind::Yield => {}
             OpKind::MultipleOf(_) | OpKind::MaxContiguous(_) => {

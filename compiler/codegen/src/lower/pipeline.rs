@@ -24,6 +24,9 @@ use tile_lang::ir::*;
 use super::{GLOBAL, Lowering, R, Repr, llvm};
 
 /// A `for`'s lower and upper bounds, step, signedness and initial values (`loop_operands`).
+/// The named barrier the producer waits on once, for the consumers to reach the loop.
+const PRODUCER_START: u64 = 1;
+
 type LoopBounds<'c> = (IntValue<'c>, IntValue<'c>, IntValue<'c>, bool, Vec<Repr<'c>>);
 
 impl<'c> Lowering<'c, '_> {
@@ -114,7 +117,8 @@ impl<'c> Lowering<'c, '_> {
         if produced && !tiles {
             // The producer's first copy waits for every warp to be here: past the barriers'
             // initialisation and any use of the buffers before the loop.
-            self.named_barrier(false, 1, self.threads + 32)?;
+            self.named_barrier(false, self.i32c(PRODUCER_START), self.threads + 32)?;
+            self.first_turn()?;
         }
         // The ring's iterations before this run of the loop.
         let base = if tiles { self.ring_count_load()? } else { self.i32c(0) };
@@ -187,7 +191,8 @@ impl<'c> Lowering<'c, '_> {
             for r in &pl.resident {
                 l.staged.insert(r.load, l.i32c(pl.resident_addr(r) as u64));
             }
-            let y = l.region(&body, &args, &op.results);
+            let turns = pl.producer.as_ref().is_some_and(|p| p.pingpong);
+            let y = l.with_turns(turns, |l| l.region(&body, &args, &op.results));
             for ld in pl.loads.iter().chain(&pl.resident) {
                 l.staged.remove(&ld.load);
             }
@@ -262,17 +267,13 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// `bar.sync` (`wait`) or `bar.arrive` on named barrier `id` for `threads` threads.
-    fn named_barrier(&self, wait: bool, id: u32, threads: u32) -> R<()> {
+    pub(super) fn named_barrier(&self, wait: bool, id: IntValue<'c>, threads: u32) -> R<()> {
         let name = if wait {
             "llvm.nvvm.barrier.cta.sync.aligned.count"
         } else {
             "llvm.nvvm.barrier.cta.arrive.aligned.count"
         };
-        self.intr(
-            name,
-            &[],
-            &[self.i32c(id as u64).into(), self.i32c(threads as u64).into()],
-        )?;
+        self.intr(name, &[], &[id.into(), self.i32c(threads as u64).into()])?;
         Ok(())
     }
 
@@ -303,7 +304,8 @@ impl<'c> Lowering<'c, '_> {
         self.init_barriers(&pl)?;
         self.ring_count_store(self.i32c(0))?;
         self.barrier()?;
-        self.named_barrier(false, 1, self.threads + 32)
+        self.named_barrier(false, self.i32c(PRODUCER_START), self.threads + 32)?;
+        self.first_turn()
     }
 
     /// Thread 0 initialises the loop's mbarriers: one per stage, completed by the TMA bytes of
@@ -445,7 +447,7 @@ impl<'c> Lowering<'c, '_> {
         if let Some(t) = pl.tile_loop().cloned() {
             // The kernel's warps let the producer go once, before their tile loop.
             return self.when(warp, |l| {
-                l.named_barrier(true, 1, l.threads + 32)?;
+                l.named_barrier(true, l.i32c(PRODUCER_START), l.threads + 32)?;
                 l.when(first, |l| l.produce_tiles(op, pl, &t))
             });
         }
@@ -456,7 +458,7 @@ impl<'c> Lowering<'c, '_> {
         let runs = self.has_iterations(lo, hi, signed)?;
         let warp = llvm(self.b.build_and(warp, runs, ""))?;
         self.when(warp, |l| {
-            l.named_barrier(true, 1, l.threads + 32)?;
+            l.named_barrier(true, l.i32c(PRODUCER_START), l.threads + 32)?;
             l.when(first, |l| l.produce_loop(op, pl, (lo, hi, step, signed)))
         })
     }

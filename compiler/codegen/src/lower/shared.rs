@@ -29,6 +29,8 @@ impl<'c> Lowering<'c, '_> {
     }
 
     pub(super) fn barrier(&self) -> R<()> {
+        // Every warp meets here: a warpgroup holding the turn to issue wgmma hands it on first.
+        self.pass_turn()?;
         if self.plan.block_threads() == self.threads {
             self.intr("llvm.nvvm.barrier.cta.sync.aligned.all", &[], &[self.i32c(0).into()])?;
         } else {

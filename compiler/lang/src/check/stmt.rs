@@ -241,10 +241,31 @@ impl Cx<'_> {
         );
     }
 
+    /// A loop attribute that asks for something when written bare (`#[pingpong]`) and takes at
+    /// most one constant bool (`#[pingpong(false)]` forbids it); `None` after an error.
+    fn loop_flag(&mut self, a: &crate::syntax::ast::Attribute) -> R<Option<bool>> {
+        match a.args.len() {
+            0 => Ok(Some(true)),
+            1 => self.loop_attr_value(
+                a,
+                |cx, v| cx.const_bool(v),
+                "a constant `true` or `false`",
+                "not a constant bool",
+            ),
+            _ => {
+                let n = &a.name.name;
+                let help = format!("write `#[{n}]`, or `#[{n}(false)]` to forbid it");
+                self.loop_attr_arity(a, "at most one value", &help);
+                Ok(None)
+            }
+        }
+    }
+
     fn for_loop(&mut self, f: &ForLoop) -> R<()> {
         let mut unroll = false;
         let mut stages = None;
         let mut warp_specialize = None;
+        let mut pingpong = None;
         // A bad attribute is reported and ignored, so the loop body is still checked.
         let mut bad_attr = false;
         for a in &f.attrs {
@@ -265,23 +286,22 @@ impl Cx<'_> {
                     self.loop_attr_arity(a, "one value", "e.g. `#[stages(3)]`");
                     bad_attr = true;
                 }
-                "warp_specialize" if a.args.is_empty() => warp_specialize = Some(true),
-                "warp_specialize" if a.args.len() == 1 => {
-                    let read = |cx: &Self, v: &Val| cx.const_bool(v);
-                    warp_specialize =
-                        self.loop_attr_value(a, read, "a constant `true` or `false`", "not a constant bool")?;
-                    bad_attr |= warp_specialize.is_none();
-                }
-                "warp_specialize" => {
-                    let help = "write `#[warp_specialize]`, or `#[warp_specialize(false)]` to forbid it";
-                    self.loop_attr_arity(a, "at most one value", help);
-                    bad_attr = true;
+                name @ ("warp_specialize" | "pingpong") => {
+                    let flag = self.loop_flag(a)?;
+                    bad_attr |= flag.is_none();
+                    *if name == "pingpong" {
+                        &mut pingpong
+                    } else {
+                        &mut warp_specialize
+                    } = flag;
                 }
                 _ => {
                     self.error(
                         Diagnostic::error(a.name.span, format!("unknown loop attribute `{}`", a.name.name))
                             .label("not a loop attribute")
-                            .help("loops take `#[unroll]`, `#[stages(N)]` or `#[warp_specialize(..)]`"),
+                            .help(
+                                "loops take `#[unroll]`, `#[stages(N)]`, `#[warp_specialize(..)]` or `#[pingpong(..)]`",
+                            ),
                     );
                     bad_attr = true;
                 }
@@ -384,6 +404,7 @@ impl Cx<'_> {
             OpKind::For {
                 stages,
                 warp_specialize,
+                pingpong,
             },
             operands,
             types,

@@ -224,10 +224,12 @@ pub enum OpKind {
     ScanWith { axis: usize, reverse: bool },
     /// `(start, end, step, init...) -> final...`; region 0 has args `(i, carried...)` and
     /// yields the next carried values. `stages`: `#[stages(N)]`; `warp_specialize`:
-    /// `#[warp_specialize(..)]` (a producer warpgroup issues the loop's TMA copies).
+    /// `#[warp_specialize(..)]` (a producer warpgroup issues the loop's TMA copies);
+    /// `pingpong`: `#[pingpong(..)]` (consumer warpgroups take turns issuing the loop's wgmma).
     For {
         stages: Option<u32>,
         warp_specialize: Option<bool>,
+        pingpong: Option<bool>,
     },
     /// `(cond) -> results`; region 0 is `then`, region 1 `else`; each yields the results.
     If,

@@ -556,15 +556,16 @@ impl P {
                     .transpose()?
                     .map(|w| w.parse::<u32>().map_err(|_| bad()))
                     .transpose()?;
-                let warp_specialize = match value("warp_specialize").transpose()? {
-                    None => None,
-                    Some(w) if w == "true" => Some(true),
-                    Some(w) if w == "false" => Some(false),
-                    Some(_) => return Err(bad()),
+                let flag = |key: &str| match value(key).transpose()? {
+                    None => Ok(None),
+                    Some(w) if w == "true" => Ok(Some(true)),
+                    Some(w) if w == "false" => Ok(Some(false)),
+                    Some(_) => Err(bad()),
                 };
                 OpKind::For {
                     stages,
-                    warp_specialize,
+                    warp_specialize: flag("warp_specialize")?,
+                    pingpong: flag("pingpong")?,
                 }
             }
             "if" => OpKind::If,

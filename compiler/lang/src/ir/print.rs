@@ -115,6 +115,7 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
         For {
             stages,
             warp_specialize,
+            pingpong,
         } => {
             let mut a = Vec::new();
             if let Some(s) = stages {
@@ -122,6 +123,9 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
             }
             if let Some(w) = warp_specialize {
                 a.push(format!("warp_specialize = {w}"));
+            }
+            if let Some(p) = pingpong {
+                a.push(format!("pingpong = {p}"));
             }
             a
         }
