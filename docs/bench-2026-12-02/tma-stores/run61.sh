@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# First GPU call of the next session (from the repository root; release tilec in
+# Run 61 (2026-12-02, thirteenth session), written as the next session's first call (from the repository root; release tilec in
 # target/release; OUT set; about 8 minutes). What the 2026-12-02 twelfth session left unverified:
 # TMA stores (9263be4) ran under time caps in its last call (275 cases passed, 0 failed, but
 # parts of matmul.tile, warp_specialize.tile, fp8_dot.tile and persistent.tile were not

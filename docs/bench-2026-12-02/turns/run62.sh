@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ping-pong between consumer warpgroups: verify tests/gpu/pingpong.tile, racecheck/synccheck on
 # its last sizes, attention_rotated at head dim 128 with and without turns next to torch SDPA
-# (A, B, peers, A, B), then persistent attention with heads fastest (next/run2.sh).
+# (A, B, peers, A, B), then persistent attention with heads fastest (the twelfth session's next/run2.sh).
 set -u
 export PATH=$PATH:/usr/local/cuda/bin
 export TILE_CACHE_DIR=/tmp/tilecache
