@@ -103,9 +103,14 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
     if e.producer {
         writeln!(
             out,
-            "  a producer warpgroup (128 of the threads) issues the pipelined loop's TMA copies{}",
+            "  a producer warpgroup (128 of the threads) issues the pipelined loop's TMA copies{}{}",
             if e.producer_runs_tiles {
                 ", running the tile loop around it too (the ring goes on from tile to tile)"
+            } else {
+                ""
+            },
+            if e.pingpong {
+                "; the consumer warpgroups take turns issuing wgmma (`#[pingpong]`)"
             } else {
                 ""
             }

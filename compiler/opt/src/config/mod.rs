@@ -91,6 +91,8 @@ pub struct Estimate {
     pub producer: bool,
     /// Whether that producer runs the tile loop around its loop too (a persistent kernel).
     pub producer_runs_tiles: bool,
+    /// Whether the consumer warpgroups take turns issuing the loop's wgmma (`#[pingpong]`).
+    pub pingpong: bool,
     /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
     /// case specialises on).
     pub int_args: HashMap<ValueId, i64>,
@@ -455,6 +457,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         tma_stage_bytes: plan.pipelines.values().map(|p| p.tma_bytes()).max().unwrap_or(0),
         producer: plan.producer().is_some(),
         producer_runs_tiles: plan.pipelines.values().any(|p| p.tile_loop().is_some()),
+        pingpong: plan.producer().is_some_and(|p| p.pingpong),
         int_args: launch.scalars.clone(),
     }
 }
