@@ -622,9 +622,10 @@ fn producer(
 /// instead of both warpgroups computing, then both multiplying. Where `#[pingpong]` asks for
 /// it, with two consumer warpgroups or more, each on its own rows of every dot in the loop,
 /// and every dot at the top of the loop's body, so that each warpgroup takes the same turns in
-/// every iteration. Not by default: on the H200 (2026-12-02, run 62) attention_rotated at head
-/// dim 128, whose loop already overlaps its softmax with the products within each warpgroup,
-/// ran 1-3% slower with turns.
+/// every iteration. Not by default: on the H200 (2026-12-02, runs 62 and 63, docs/gpu.md)
+/// attention_rotated at head dim 128, whose loop already overlaps its softmax with the products
+/// within each warpgroup, ran 1-3% slower with turns, attention_tma (two turns per iteration,
+/// which keep the warpgroups in step) 11-12% slower, and a GEMM no faster.
 fn pingpong(op: &Op, asked: Option<bool>, warps: u32, dots: &HashMap<ValueId, MmaPlan>) -> bool {
     let groups = (warps / 4) as usize;
     let body = &op.regions[0];

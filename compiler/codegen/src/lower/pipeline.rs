@@ -23,10 +23,10 @@ use tile_lang::ir::*;
 
 use super::{GLOBAL, Lowering, R, Repr, llvm};
 
-/// A `for`'s lower and upper bounds, step, signedness and initial values (`loop_operands`).
 /// The named barrier the producer waits on once, for the consumers to reach the loop.
 const PRODUCER_START: u64 = 1;
 
+/// A `for`'s lower and upper bounds, step, signedness and initial values (`loop_operands`).
 type LoopBounds<'c> = (IntValue<'c>, IntValue<'c>, IntValue<'c>, bool, Vec<Repr<'c>>);
 
 impl<'c> Lowering<'c, '_> {

@@ -16,7 +16,7 @@ use inkwell::IntPredicate;
 use super::{Lowering, R, llvm};
 
 /// The named barrier of consumer warpgroup 0's turn (0 is the block's, 1 the producer's start).
-pub(super) const FIRST_TURN_BARRIER: u64 = 2;
+const FIRST_TURN_BARRIER: u64 = 2;
 
 /// Threads that meet at a turn barrier: the warpgroup taking the turn and the one handing it on.
 const TURN_THREADS: u32 = 256;
