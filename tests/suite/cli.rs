@@ -292,6 +292,13 @@ fn bench_needs_a_gpu_and_something_to_time() {
         err.contains("no run spec in these files has `bench(..)` sizes"),
         "{err}"
     );
+    // `--rounds` takes 1 to 100.
+    let (code, _, err) = tilec(&["bench", &path("dsl-examples/vector_add.tile"), "--rounds", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("invalid value '0' for '--rounds <ROUNDS>': 0 is not in 1..=100"),
+        "{err}"
+    );
     let dir = temp_dir("bench");
     let bad = dir.join("bad.tile");
     std::fs::write(&bad, "kernel k(out: *mut f32) {\n    store(out, nope);\n}\n").unwrap();
@@ -299,6 +306,48 @@ fn bench_needs_a_gpu_and_something_to_time() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("bad.tile: does not check; run `tilec check`"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `tilec bench --rounds N` reports each case's median round, with every round's median in
+/// the order they ran, the cases in the order they first ran.
+#[test]
+fn bench_rounds_keep_each_case_s_median_round() {
+    let timed = |kernel: &str, label: &str, ms: f64| tilec::BenchResult {
+        kernel: kernel.into(),
+        dtype: "bf16".into(),
+        label: label.into(),
+        median_ms: ms,
+        p10_ms: ms,
+        p90_ms: ms,
+        runs: 10,
+        bytes: 0.0,
+        flops: 0.0,
+        registers: 0,
+        config: "warps=8".into(),
+        compile_ms: 0.0,
+        same_size_copy_gbps: 0.0,
+        rounds_ms: Vec::new(),
+    };
+    let rounds = vec![
+        timed("a", "n=1", 7.1),
+        timed("b", "n=1", 7.5),
+        timed("a", "n=1", 7.6),
+        timed("b", "n=1", 7.4),
+        timed("a", "n=1", 7.5),
+        timed("b", "n=1", 7.7),
+    ];
+    let m = tilec::median_rounds(rounds);
+    let got: Vec<(&str, f64, Vec<f64>)> = m
+        .iter()
+        .map(|r| (r.kernel.as_str(), r.median_ms, r.rounds_ms.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![("a", 7.5, vec![7.1, 7.6, 7.5]), ("b", 7.5, vec![7.5, 7.4, 7.7])]
+    );
+    // An even count takes the lower middle round.
+    let m = tilec::median_rounds(vec![timed("a", "n=1", 2.0), timed("a", "n=1", 1.0)]);
+    assert_eq!((m.len(), m[0].median_ms), (1, 1.0));
 }
 
 /// A fresh, empty folder under the system's temp dir for one test.

@@ -37,6 +37,9 @@ pub struct BenchResult {
     pub compile_ms: f64,
     /// The rate of a device copy moving the same bytes, timed the same way (GB/s).
     pub same_size_copy_gbps: f64,
+    /// With `--rounds`: the case's median in each round, in round order (this result is the
+    /// median round's).
+    pub rounds_ms: Vec<f64>,
 }
 
 impl BenchResult {
@@ -82,6 +85,10 @@ pub struct BenchOptions {
     pub rewrite: Option<tile_opt::egraph::OptOptions>,
     /// Only these kernels' run specs (empty: every run spec with `bench(..)` sizes).
     pub kernels: Vec<String>,
+    /// Times through the whole list of cases (`--rounds`): each case is timed once per round,
+    /// the cases alternating, so that a GPU whose speed drifts during the call (clocks, heat)
+    /// weighs on every case alike; the report is each case's median round.
+    pub rounds: usize,
 }
 
 impl BenchOptions {
@@ -147,96 +154,122 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
     )?;
     let mut results = Vec::new();
     let mut failures = 0;
-    for f in files {
-        let src = read(f)?;
-        let c = check_source(&src.text, &vec![]);
-        let Some(ast) = c.ast.filter(|_| c.diags.is_empty()) else {
-            writeln!(out, "{}: does not check; run `tilec check`", src.name)?;
-            failures += 1;
-            continue;
-        };
-        for s in c.specs.iter().filter(|s| opts.wants(s)) {
-            let tunable: Vec<String> = check::find_kernel(&ast, &s.kernel)
-                .map(|k| {
-                    k.consts
-                        .iter()
-                        .filter(|c| matches!(c.value, tile_lang::syntax::ast::ConstValueSpec::Choices(_)))
-                        .map(|c| c.name.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
-            for (i, case) in spec::bench_cases(s)
-                .map_err(|d| anyhow::anyhow!("{}", d.message))?
-                .iter()
-                .enumerate()
-            {
-                let started = Instant::now();
-                let config = match configure(g, (&src.text, &ast), s, case, opts) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        writeln!(out, "{} [{}]: no configuration: {e}", s.kernel, case.label())?;
-                        failures += 1;
-                        continue;
-                    }
-                };
-                let tuning_s = started.elapsed().as_secs_f64();
-                let kernel = match check::check_kernel(&src.text, &ast, &s.kernel, &config.consts) {
-                    Ok(k) => k,
-                    Err(d) => {
-                        writeln!(out, "{} [{}]: {}", s.kernel, case.label(), d[0].message)?;
-                        failures += 1;
-                        continue;
-                    }
-                };
-                let kernel = match &opts.rewrite {
-                    Some(o) => tile_opt::egraph::optimize(&kernel, o)?.0,
-                    None => kernel,
-                };
-                if tuning_s > 1.0 {
-                    writeln!(
-                        out,
-                        "  ({} [{}]: configuration tuned in {tuning_s:.1} s)",
-                        s.kernel,
-                        case.label()
-                    )?;
-                }
-                match bench_case(g, s, case, &kernel, &config, i as u64, opts) {
-                    Ok(mut r) => {
-                        r.label = label(case, &tunable);
+    for round in 1..=opts.rounds {
+        if opts.rounds > 1 {
+            writeln!(out, "round {round} of {}", opts.rounds)?;
+        }
+        for f in files {
+            let src = read(f)?;
+            let c = check_source(&src.text, &vec![]);
+            let Some(ast) = c.ast.filter(|_| c.diags.is_empty()) else {
+                writeln!(out, "{}: does not check; run `tilec check`", src.name)?;
+                failures += 1;
+                continue;
+            };
+            for s in c.specs.iter().filter(|s| opts.wants(s)) {
+                let tunable: Vec<String> = check::find_kernel(&ast, &s.kernel)
+                    .map(|k| {
+                        k.consts
+                            .iter()
+                            .filter(|c| matches!(c.value, tile_lang::syntax::ast::ConstValueSpec::Choices(_)))
+                            .map(|c| c.name.name.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for (i, case) in spec::bench_cases(s)
+                    .map_err(|d| anyhow::anyhow!("{}", d.message))?
+                    .iter()
+                    .enumerate()
+                {
+                    let started = Instant::now();
+                    let config = match configure(g, (&src.text, &ast), s, case, opts) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            writeln!(out, "{} [{}]: no configuration: {e}", s.kernel, case.label())?;
+                            failures += 1;
+                            continue;
+                        }
+                    };
+                    let tuning_s = started.elapsed().as_secs_f64();
+                    let kernel = match check::check_kernel(&src.text, &ast, &s.kernel, &config.consts) {
+                        Ok(k) => k,
+                        Err(d) => {
+                            writeln!(out, "{} [{}]: {}", s.kernel, case.label(), d[0].message)?;
+                            failures += 1;
+                            continue;
+                        }
+                    };
+                    let kernel = match &opts.rewrite {
+                        Some(o) => tile_opt::egraph::optimize(&kernel, o)?.0,
+                        None => kernel,
+                    };
+                    if tuning_s > 1.0 {
                         writeln!(
                             out,
-                            "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5} {:>10.1}  {}",
-                            r.kernel,
-                            r.dtype,
-                            r.label,
-                            r.median_ms,
-                            r.gbps(),
-                            r.tflops(),
-                            100.0 * r.gbps()
-                                / if r.same_size_copy_gbps > 0.0 {
-                                    r.same_size_copy_gbps
-                                } else {
-                                    copy_gbps
-                                },
-                            r.registers,
-                            r.compile_ms,
-                            r.config
+                            "  ({} [{}]: configuration tuned in {tuning_s:.1} s)",
+                            s.kernel,
+                            case.label()
                         )?;
-                        results.push(r);
                     }
-                    Err(e) => {
-                        writeln!(out, "{} [{}]: {e}", s.kernel, case.label())?;
-                        failures += 1;
+                    match bench_case(g, s, case, &kernel, &config, i as u64, opts) {
+                        Ok(mut r) => {
+                            r.label = label(case, &tunable);
+                            writeln!(
+                                out,
+                                "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5} {:>10.1}  {}",
+                                r.kernel,
+                                r.dtype,
+                                r.label,
+                                r.median_ms,
+                                r.gbps(),
+                                r.tflops(),
+                                100.0 * r.gbps()
+                                    / if r.same_size_copy_gbps > 0.0 {
+                                        r.same_size_copy_gbps
+                                    } else {
+                                        copy_gbps
+                                    },
+                                r.registers,
+                                r.compile_ms,
+                                r.config
+                            )?;
+                            results.push(r);
+                        }
+                        Err(e) => {
+                            writeln!(out, "{} [{}]: {e}", s.kernel, case.label())?;
+                            failures += 1;
+                        }
                     }
                 }
             }
+        }
+    }
+    if opts.rounds > 1 {
+        results = median_rounds(results);
+        writeln!(out, "median round of {} (each round's median ms):", opts.rounds)?;
+        for r in &results {
+            let each: Vec<String> = r.rounds_ms.iter().map(|m| format!("{m:.4}")).collect();
+            writeln!(
+                out,
+                "{:<12} {:<6} {:<36} {:>10.4}  ({})",
+                r.kernel,
+                r.dtype,
+                r.label,
+                r.median_ms,
+                each.join(", ")
+            )?;
         }
     }
     if let Some(path) = &opts.json {
         std::fs::write(path, json(&results, copy_gbps, &g.gpu, opts.config)?)?;
         writeln!(out, "wrote {}", path.display())?;
     }
-    writeln!(out, "bench: {} cases timed, {failures} failed", results.len())?;
+    let rounds = if opts.rounds > 1 {
+        format!(" ({} rounds each)", opts.rounds)
+    } else {
+        String::new()
+    };
+    writeln!(out, "bench: {} cases timed{rounds}, {failures} failed", results.len())?;
     Ok(if failures > 0 { 1 } else { 0 })
 }
 
@@ -372,7 +405,33 @@ fn bench_case(
         config: format!("{}", ConfigLabel(config)),
         compile_ms,
         same_size_copy_gbps,
+        rounds_ms: Vec::new(),
     })
+}
+
+/// One result per case out of several rounds' (`--rounds`): the round with the median time,
+/// with every round's median listed, in the order the cases first ran.
+pub fn median_rounds(results: Vec<BenchResult>) -> Vec<BenchResult> {
+    let mut cases: Vec<Vec<BenchResult>> = Vec::new();
+    for r in results {
+        match cases
+            .iter_mut()
+            .find(|c| c[0].kernel == r.kernel && c[0].label == r.label && c[0].config == r.config)
+        {
+            Some(c) => c.push(r),
+            None => cases.push(vec![r]),
+        }
+    }
+    cases
+        .into_iter()
+        .map(|mut c| {
+            let rounds_ms: Vec<f64> = c.iter().map(|r| r.median_ms).collect();
+            c.sort_by(|a, b| a.median_ms.total_cmp(&b.median_ms));
+            let mut mid = c.swap_remove((c.len() - 1) / 2);
+            mid.rounds_ms = rounds_ms;
+            mid
+        })
+        .collect()
 }
 
 /// A configuration without the values every case of the spec fixes anyway (dtypes): the
@@ -411,6 +470,7 @@ fn json(results: &[BenchResult], copy_gbps: f64, gpu: &Gpu, config: ConfigSource
                 "config": r.config,
                 "compile_ms": r.compile_ms,
                 "same_size_copy_gbps": r.same_size_copy_gbps,
+                "rounds_ms": r.rounds_ms,
             })
         })
         .collect();

@@ -9,6 +9,8 @@ use std::time::Instant;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod bench;
+// The pure part of `--rounds`, for tests/suite.
+pub use bench::{BenchResult, median_rounds};
 use tile_lang::check::{self, Bindings};
 use tile_lang::codespan_reporting::term::termcolor::WriteColor;
 use tile_lang::diag::{self, Diagnostic};
@@ -156,6 +158,10 @@ enum Command {
         /// Timed runs per case (after warm-up).
         #[arg(long, default_value_t = 100)]
         runs: usize,
+        /// Times through the whole list of cases, alternating them; each case reports its
+        /// median round (for comparisons on a GPU whose speed drifts within a call).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
         /// Write the results as JSON here (the format bench/report.py reads).
         #[arg(long)]
         json: Option<PathBuf>,
@@ -358,6 +364,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             mut files,
             all,
             runs,
+            rounds,
             json,
             sm,
             config,
@@ -376,6 +383,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                     ..Default::default()
                 },
                 kernels: kernel,
+                rounds: rounds as usize,
             };
             if !bench::preflight(&files, &opts, err)? {
                 return Ok(1);
