@@ -158,91 +158,7 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
         if opts.rounds > 1 {
             writeln!(out, "round {round} of {}", opts.rounds)?;
         }
-        for f in files {
-            let src = read(f)?;
-            let c = check_source(&src.text, &vec![]);
-            let Some(ast) = c.ast.filter(|_| c.diags.is_empty()) else {
-                writeln!(out, "{}: does not check; run `tilec check`", src.name)?;
-                failures += 1;
-                continue;
-            };
-            for s in c.specs.iter().filter(|s| opts.wants(s)) {
-                let tunable: Vec<String> = check::find_kernel(&ast, &s.kernel)
-                    .map(|k| {
-                        k.consts
-                            .iter()
-                            .filter(|c| matches!(c.value, tile_lang::syntax::ast::ConstValueSpec::Choices(_)))
-                            .map(|c| c.name.name.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                for (i, case) in spec::bench_cases(s)
-                    .map_err(|d| anyhow::anyhow!("{}", d.message))?
-                    .iter()
-                    .enumerate()
-                {
-                    let started = Instant::now();
-                    let config = match configure(g, (&src.text, &ast), s, case, opts) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            writeln!(out, "{} [{}]: no configuration: {e}", s.kernel, case.label())?;
-                            failures += 1;
-                            continue;
-                        }
-                    };
-                    let tuning_s = started.elapsed().as_secs_f64();
-                    let kernel = match check::check_kernel(&src.text, &ast, &s.kernel, &config.consts) {
-                        Ok(k) => k,
-                        Err(d) => {
-                            writeln!(out, "{} [{}]: {}", s.kernel, case.label(), d[0].message)?;
-                            failures += 1;
-                            continue;
-                        }
-                    };
-                    let kernel = match &opts.rewrite {
-                        Some(o) => tile_opt::egraph::optimize(&kernel, o)?.0,
-                        None => kernel,
-                    };
-                    if tuning_s > 1.0 {
-                        writeln!(
-                            out,
-                            "  ({} [{}]: configuration tuned in {tuning_s:.1} s)",
-                            s.kernel,
-                            case.label()
-                        )?;
-                    }
-                    match bench_case(g, s, case, &kernel, &config, i as u64, opts) {
-                        Ok(mut r) => {
-                            r.label = label(case, &tunable);
-                            writeln!(
-                                out,
-                                "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5} {:>10.1}  {}",
-                                r.kernel,
-                                r.dtype,
-                                r.label,
-                                r.median_ms,
-                                r.gbps(),
-                                r.tflops(),
-                                100.0 * r.gbps()
-                                    / if r.same_size_copy_gbps > 0.0 {
-                                        r.same_size_copy_gbps
-                                    } else {
-                                        copy_gbps
-                                    },
-                                r.registers,
-                                r.compile_ms,
-                                r.config
-                            )?;
-                            results.push(r);
-                        }
-                        Err(e) => {
-                            writeln!(out, "{} [{}]: {e}", s.kernel, case.label())?;
-                            failures += 1;
-                        }
-                    }
-                }
-            }
-        }
+        failures += bench_files(files, g, opts, copy_gbps, &mut results, out)?;
     }
     if opts.rounds > 1 {
         results = median_rounds(results);
@@ -271,6 +187,105 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
     };
     writeln!(out, "bench: {} cases timed{rounds}, {failures} failed", results.len())?;
     Ok(if failures > 0 { 1 } else { 0 })
+}
+
+/// One pass over the bench cases of `files`: each result goes to `results` as it is printed.
+/// Returns the cases that failed.
+fn bench_files(
+    files: &[PathBuf],
+    g: &GpuBackend,
+    opts: &BenchOptions,
+    copy_gbps: f64,
+    results: &mut Vec<BenchResult>,
+    out: &mut dyn Write,
+) -> anyhow::Result<usize> {
+    let mut failures = 0;
+    for f in files {
+        let src = read(f)?;
+        let c = check_source(&src.text, &vec![]);
+        let Some(ast) = c.ast.filter(|_| c.diags.is_empty()) else {
+            writeln!(out, "{}: does not check; run `tilec check`", src.name)?;
+            failures += 1;
+            continue;
+        };
+        for s in c.specs.iter().filter(|s| opts.wants(s)) {
+            let tunable: Vec<String> = check::find_kernel(&ast, &s.kernel)
+                .map(|k| {
+                    k.consts
+                        .iter()
+                        .filter(|c| matches!(c.value, tile_lang::syntax::ast::ConstValueSpec::Choices(_)))
+                        .map(|c| c.name.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for (i, case) in spec::bench_cases(s)
+                .map_err(|d| anyhow::anyhow!("{}", d.message))?
+                .iter()
+                .enumerate()
+            {
+                let started = Instant::now();
+                let config = match configure(g, (&src.text, &ast), s, case, opts) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        writeln!(out, "{} [{}]: no configuration: {e}", s.kernel, case.label())?;
+                        failures += 1;
+                        continue;
+                    }
+                };
+                let tuning_s = started.elapsed().as_secs_f64();
+                let kernel = match check::check_kernel(&src.text, &ast, &s.kernel, &config.consts) {
+                    Ok(k) => k,
+                    Err(d) => {
+                        writeln!(out, "{} [{}]: {}", s.kernel, case.label(), d[0].message)?;
+                        failures += 1;
+                        continue;
+                    }
+                };
+                let kernel = match &opts.rewrite {
+                    Some(o) => tile_opt::egraph::optimize(&kernel, o)?.0,
+                    None => kernel,
+                };
+                if tuning_s > 1.0 {
+                    writeln!(
+                        out,
+                        "  ({} [{}]: configuration tuned in {tuning_s:.1} s)",
+                        s.kernel,
+                        case.label()
+                    )?;
+                }
+                match bench_case(g, s, case, &kernel, &config, i as u64, opts) {
+                    Ok(mut r) => {
+                        r.label = label(case, &tunable);
+                        writeln!(
+                            out,
+                            "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5} {:>10.1}  {}",
+                            r.kernel,
+                            r.dtype,
+                            r.label,
+                            r.median_ms,
+                            r.gbps(),
+                            r.tflops(),
+                            100.0 * r.gbps()
+                                / if r.same_size_copy_gbps > 0.0 {
+                                    r.same_size_copy_gbps
+                                } else {
+                                    copy_gbps
+                                },
+                            r.registers,
+                            r.compile_ms,
+                            r.config
+                        )?;
+                        results.push(r);
+                    }
+                    Err(e) => {
+                        writeln!(out, "{} [{}]: {e}", s.kernel, case.label())?;
+                        failures += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(failures)
 }
 
 /// The configuration `opts.config` asks for: the case's values for everything the tuner does not
