@@ -161,6 +161,12 @@ impl LoopPipeline {
         self.producer.as_ref().and_then(|p| p.tile_loop.as_ref())
     }
 
+    /// Whether the loop's consumer warpgroups take turns issuing its wgmma
+    /// ([`Producer::pingpong`]).
+    pub fn takes_turns(&self) -> bool {
+        self.producer.as_ref().is_some_and(|p| p.pingpong)
+    }
+
     /// Whether the loop runs only when it has iterations (its results are otherwise its initial
     /// values): with a wgmma in flight across iterations (so that nothing defines the
     /// accumulators between a wgmma and its wait), and with a producer (which then skips its

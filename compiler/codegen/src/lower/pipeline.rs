@@ -118,7 +118,7 @@ impl<'c> Lowering<'c, '_> {
             // The producer's first copy waits for every warp to be here: past the barriers'
             // initialisation and any use of the buffers before the loop.
             self.named_barrier(false, self.i32c(PRODUCER_START), self.threads + 32)?;
-            self.first_turn()?;
+            self.first_turn(pl)?;
         }
         // The ring's iterations before this run of the loop.
         let base = if tiles { self.ring_count_load()? } else { self.i32c(0) };
@@ -191,8 +191,7 @@ impl<'c> Lowering<'c, '_> {
             for r in &pl.resident {
                 l.staged.insert(r.load, l.i32c(pl.resident_addr(r) as u64));
             }
-            let turns = pl.producer.as_ref().is_some_and(|p| p.pingpong);
-            let y = l.with_turns(turns, |l| l.region(&body, &args, &op.results));
+            let y = l.with_turns(pl.takes_turns(), |l| l.region(&body, &args, &op.results));
             for ld in pl.loads.iter().chain(&pl.resident) {
                 l.staged.remove(&ld.load);
             }
@@ -305,7 +304,7 @@ impl<'c> Lowering<'c, '_> {
         self.ring_count_store(self.i32c(0))?;
         self.barrier()?;
         self.named_barrier(false, self.i32c(PRODUCER_START), self.threads + 32)?;
-        self.first_turn()
+        self.first_turn(&pl)
     }
 
     /// Thread 0 initialises the loop's mbarriers: one per stage, completed by the TMA bytes of

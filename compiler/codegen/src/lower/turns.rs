@@ -13,6 +13,8 @@ use std::cell::Cell;
 
 use inkwell::IntPredicate;
 
+use tile_gir::pipeline::LoopPipeline;
+
 use super::{Lowering, R, llvm};
 
 /// The named barrier of consumer warpgroup 0's turn (0 is the block's, 1 the producer's start).
@@ -22,15 +24,11 @@ const FIRST_TURN_BARRIER: u64 = 2;
 const TURN_THREADS: u32 = 256;
 
 impl<'c> Lowering<'c, '_> {
-    /// Whether the kernel's warp-specialised loop takes turns.
-    fn takes_turns(&self) -> bool {
-        self.plan.producer().is_some_and(|p| p.pingpong)
-    }
-
-    /// Before the loop (or the tile loop around it), on the consumers: warpgroup 0 arrives on
-    /// its own turn barrier, so that its first `bar.sync` there goes through.
-    pub(super) fn first_turn(&mut self) -> R<()> {
-        if !self.takes_turns() {
+    /// Before the loop `pl` (or the tile loop around it), on the consumers: when it takes turns,
+    /// warpgroup 0 arrives on its own turn barrier, so that its first `bar.sync` there goes
+    /// through.
+    pub(super) fn first_turn(&mut self, pl: &LoopPipeline) -> R<()> {
+        if !pl.takes_turns() {
             return Ok(());
         }
         let first = llvm(

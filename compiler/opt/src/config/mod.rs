@@ -457,7 +457,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         tma_stage_bytes: plan.pipelines.values().map(|p| p.tma_bytes()).max().unwrap_or(0),
         producer: plan.producer().is_some(),
         producer_runs_tiles: plan.pipelines.values().any(|p| p.tile_loop().is_some()),
-        pingpong: plan.producer().is_some_and(|p| p.pingpong),
+        pingpong: plan.pipelines.values().any(|p| p.takes_turns()),
         int_args: launch.scalars.clone(),
     }
 }
