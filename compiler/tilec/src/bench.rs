@@ -20,6 +20,7 @@ use tile_opt::config::{Config, Pins};
 use crate::{GpuBackend, check_source, read};
 
 /// One timed case, as written to JSON.
+#[derive(Clone, Debug)]
 pub struct BenchResult {
     pub kernel: String,
     pub dtype: String,
@@ -153,12 +154,28 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
         "kernel", "dtype", "case", "median ms", "GB/s", "TFLOP/s", "% copy", "regs", "compile ms", opts.config
     )?;
     let mut results = Vec::new();
-    let mut failures = 0;
-    for round in 1..=opts.rounds {
-        if opts.rounds > 1 {
-            writeln!(out, "round {round} of {}", opts.rounds)?;
+    if opts.rounds > 1 {
+        writeln!(out, "round 1 of {}", opts.rounds)?;
+    }
+    // With `--rounds`, the first round keeps every case it prepared (compiled, loaded, its
+    // buffers on the GPU) and the later rounds only time them again.
+    let mut kept = (opts.rounds > 1).then(Vec::new);
+    let mut failures = bench_files(files, g, opts, copy_gbps, &mut kept, &mut results, out)?;
+    for round in 2..=opts.rounds {
+        writeln!(out, "round {round} of {}", opts.rounds)?;
+        for p in kept.iter().flatten() {
+            match time_case(g, p, opts) {
+                Ok(r) => {
+                    print_result(&r, copy_gbps, out)?;
+                    results.push(r);
+                }
+                Err(e) => {
+                    let t = &p.template;
+                    writeln!(out, "{} [{}]: {e}", t.kernel, t.label)?;
+                    failures += 1;
+                }
+            }
         }
-        failures += bench_files(files, g, opts, copy_gbps, &mut results, out)?;
     }
     if opts.rounds > 1 {
         results = median_rounds(results);
@@ -189,13 +206,15 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
     Ok(if failures > 0 { 1 } else { 0 })
 }
 
-/// One pass over the bench cases of `files`: each result goes to `results` as it is printed.
-/// Returns the cases that failed.
+/// One pass over the bench cases of `files`: each result goes to `results` as it is printed, and
+/// each prepared case to `kept` when there is one (`--rounds`); otherwise a case's buffers are
+/// freed before the next is prepared. Returns the cases that failed.
 fn bench_files(
     files: &[PathBuf],
     g: &GpuBackend,
     opts: &BenchOptions,
     copy_gbps: f64,
+    kept: &mut Option<Vec<Prepared>>,
     results: &mut Vec<BenchResult>,
     out: &mut dyn Write,
 ) -> anyhow::Result<usize> {
@@ -253,29 +272,17 @@ fn bench_files(
                         case.label()
                     )?;
                 }
-                match bench_case(g, s, case, &kernel, &config, i as u64, opts) {
-                    Ok(mut r) => {
-                        r.label = label(case, &tunable);
-                        writeln!(
-                            out,
-                            "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5} {:>10.1}  {}",
-                            r.kernel,
-                            r.dtype,
-                            r.label,
-                            r.median_ms,
-                            r.gbps(),
-                            r.tflops(),
-                            100.0 * r.gbps()
-                                / if r.same_size_copy_gbps > 0.0 {
-                                    r.same_size_copy_gbps
-                                } else {
-                                    copy_gbps
-                                },
-                            r.registers,
-                            r.compile_ms,
-                            r.config
-                        )?;
+                let timed = prepare_case(g, s, case, &kernel, &config, i as u64, opts).and_then(|mut p| {
+                    p.template.label = label(case, &tunable);
+                    Ok((time_case(g, &p, opts)?, p))
+                });
+                match timed {
+                    Ok((r, p)) => {
+                        print_result(&r, copy_gbps, out)?;
                         results.push(r);
+                        if let Some(kept) = kept {
+                            kept.push(p);
+                        }
                     }
                     Err(e) => {
                         writeln!(out, "{} [{}]: {e}", s.kernel, case.label())?;
@@ -329,7 +336,20 @@ fn configure(
     }
 }
 
-fn bench_case(
+/// A case ready to time: compiled and loaded, its buffers filled on the GPU, its tensor maps
+/// encoded, and the result without its timings (`template`).
+struct Prepared {
+    f: tile_jit::Function,
+    grid: [u32; 3],
+    threads: u32,
+    smem_bytes: u32,
+    plan_args: Vec<PlanArg>,
+    bufs: Vec<tile_jit::DeviceBuffer>,
+    maps: Vec<tile_jit::TensorMap>,
+    template: BenchResult,
+}
+
+fn prepare_case(
     g: &GpuBackend,
     s: &spec::RunSpec,
     case: &spec::Case,
@@ -337,7 +357,7 @@ fn bench_case(
     config: &Config,
     seed: u64,
     opts: &BenchOptions,
-) -> anyhow::Result<BenchResult> {
+) -> anyhow::Result<Prepared> {
     let started = Instant::now();
     // The grid is evaluated with the configuration's values (`cdiv(n, BLOCK)`).
     let mut case = case.clone();
@@ -370,22 +390,12 @@ fn bench_case(
             bytes += (reads + writes) * (n * dtype.bytes()) as f64;
         }
     }
-    let mut args = tile_jit::plan_args(&plan.args, &bufs);
-    let maps = tune::launch_maps(&g.gpu, kernel, &compiled, &args)?;
-    args.extend(maps.iter().map(tile_jit::KernelArg::TensorMap));
+    let maps = tune::launch_maps(&g.gpu, kernel, &compiled, &tile_jit::plan_args(&plan.args, &bufs))?;
     let same_size_copy_gbps = if bytes > 0.0 {
         g.gpu.copy_bandwidth_like(bytes as usize, &opts.timing)?
     } else {
         0.0
     };
-    let t = g.gpu.time_kernel(
-        &f,
-        plan.grid,
-        compiled.threads_per_block,
-        compiled.smem_bytes,
-        &args,
-        &opts.timing,
-    )?;
     let flops = match &s.flops {
         Some(e) => spec::eval_in_case(e, &case, kernel)
             .map_err(|d| anyhow::anyhow!("{}", d.message))?
@@ -406,22 +416,70 @@ fn bench_case(
             })
         })
         .map_or("-".to_string(), |d| d.to_string());
+    Ok(Prepared {
+        grid: plan.grid,
+        threads: compiled.threads_per_block,
+        smem_bytes: compiled.smem_bytes,
+        plan_args: plan.args,
+        bufs,
+        maps,
+        template: BenchResult {
+            kernel: kernel.name.clone(),
+            dtype,
+            label: String::new(),
+            median_ms: 0.0,
+            p10_ms: 0.0,
+            p90_ms: 0.0,
+            runs: 0,
+            bytes,
+            flops,
+            registers: f.registers,
+            config: format!("{}", ConfigLabel(config)),
+            compile_ms,
+            same_size_copy_gbps,
+            rounds_ms: Vec::new(),
+        },
+        f,
+    })
+}
+
+/// Times a prepared case once (`opts.timing`'s warm-up and runs).
+fn time_case(g: &GpuBackend, p: &Prepared, opts: &BenchOptions) -> anyhow::Result<BenchResult> {
+    let mut args = tile_jit::plan_args(&p.plan_args, &p.bufs);
+    args.extend(p.maps.iter().map(tile_jit::KernelArg::TensorMap));
+    let t = g
+        .gpu
+        .time_kernel(&p.f, p.grid, p.threads, p.smem_bytes, &args, &opts.timing)?;
     Ok(BenchResult {
-        kernel: kernel.name.clone(),
-        dtype,
-        label: String::new(),
         median_ms: t.median(),
         p10_ms: t.quantile(0.1),
         p90_ms: t.quantile(0.9),
         runs: t.ms.len(),
-        bytes,
-        flops,
-        registers: f.registers,
-        config: format!("{}", ConfigLabel(config)),
-        compile_ms,
-        same_size_copy_gbps,
-        rounds_ms: Vec::new(),
+        ..p.template.clone()
     })
+}
+
+/// One line of the table: the case, its time and rates, `% copy` against the same bytes.
+fn print_result(r: &BenchResult, copy_gbps: f64, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<12} {:<6} {:<36} {:>10.4} {:>10.0} {:>9.2} {:>6.1}% {:>5} {:>10.1}  {}",
+        r.kernel,
+        r.dtype,
+        r.label,
+        r.median_ms,
+        r.gbps(),
+        r.tflops(),
+        100.0 * r.gbps()
+            / if r.same_size_copy_gbps > 0.0 {
+                r.same_size_copy_gbps
+            } else {
+                copy_gbps
+            },
+        r.registers,
+        r.compile_ms,
+        r.config
+    )
 }
 
 /// One result per case out of several rounds' (`--rounds`): the round with the median time,

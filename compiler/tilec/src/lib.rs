@@ -159,7 +159,8 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         runs: usize,
         /// Times through the whole list of cases, alternating them; each case reports its
-        /// median round (for comparisons on a GPU whose speed drifts within a call).
+        /// median round (for comparisons on a GPU whose speed drifts within a call). Each case
+        /// is compiled and its buffers filled once: they stay on the GPU between rounds.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
         /// Write the results as JSON here (the format bench/report.py reads).

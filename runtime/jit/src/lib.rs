@@ -91,7 +91,8 @@ pub use graph::{GraphCapture, JitGraph, NodeId};
 pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
 pub use tensor::{DeviceMemory, DeviceTensor, Element, GrowableTensor, PinnedTensor};
 pub use tile_runtime::{
-    DeviceBuffer, Event, Function, Gpu, Image, KernelArg, MemSyncDomain, RuntimeError, Stream, TimingOptions, Timings,
+    DeviceBuffer, Event, Function, Gpu, Image, KernelArg, MemSyncDomain, RuntimeError, Stream, TensorMap,
+    TimingOptions, Timings,
 };
 
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
