@@ -404,7 +404,7 @@ fn plan_loop(
                 continue;
             }
             let tma = match l.kind {
-                OpKind::Load { mask, other } => {
+                OpKind::Load { mask, other, .. } => {
                     if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
                         continue;
                     }

@@ -140,11 +140,36 @@ impl<'c> Lowering<'c, '_> {
         w as usize
     }
 
-    pub(super) fn load(&mut self, op: &Op, mask: bool, other: bool) -> R<()> {
+    /// The PTX qualifiers and the L2 cache policy operand that carry an eviction hint: L1's
+    /// priority, and a fractional L2 policy covering every line the access touches. `None` for
+    /// the caches' own policy.
+    fn cache_hint(&self, evict: Evict) -> R<Option<(String, BasicValueEnum<'c>)>> {
+        let name = match evict {
+            Evict::Normal => return Ok(None),
+            Evict::First => "evict_first",
+            Evict::Last => "evict_last",
+        };
+        // Pure: LLVM merges the policies of one kind and hoists them out of loops.
+        let text = format!("createpolicy.fractional.L2::{name}.b64 $0, 1.0;");
+        let policy = self.pure_asm(self.ctx.i64_type().into(), &text, "=l", &[])?;
+        Ok(Some((format!(".L1::{name}.L2::cache_hint"), policy)))
+    }
+
+    pub(super) fn load(&mut self, op: &Op, mask: bool, other: bool, evict: Evict) -> R<()> {
         let rt = self.k.ty(op.results[0]).clone();
         let e = rt.elem;
         let ptrs = self.elems(op.operands[0]);
-        let masks = mask.then(|| self.elems(op.operands[1]));
+        let hint = self.cache_hint(evict)?;
+        let (q, policy) = match &hint {
+            Some((q, p)) => (q.as_str(), vec![*p]),
+            None => ("", vec![]),
+        };
+        // A hinted load is PTX written here, predicated like a masked one (on true).
+        let masks = match mask {
+            true => Some(self.elems(op.operands[1])),
+            false if hint.is_some() => Some(vec![self.ctx.bool_type().const_int(1, false).into(); ptrs.len()]),
+            false => None,
+        };
         let others = other.then(|| self.elems(op.operands[1 + mask as usize]));
         if !self.k.ty(op.results[0]).is_scalar() {
             let all: Vec<Vec<BasicValueEnum<'c>>> = std::iter::once(ptrs.clone())
@@ -210,16 +235,12 @@ impl<'c> Lowering<'c, '_> {
                     continue;
                 }
                 (Some(m), 1) => {
-                    let text = format!("mov.{mov} $0, $2;\n\t@$3 ld.global.{ty} $0, [$1];");
-                    vec![
-                        self.asm(
-                            Some(self.reg_type(e)),
-                            &text,
-                            &format!("=&{cls},l,{cls},b"),
-                            &[p, inits[0], m[start]],
-                        )?
-                        .unwrap(),
-                    ]
+                    let pol = if policy.is_empty() { "" } else { ", $4" };
+                    let text = format!("mov.{mov} $0, $2;\n\t@$3 ld.global{q}.{ty} $0, [$1]{pol};");
+                    let cons = format!("=&{cls},l,{cls},b{}", ",l".repeat(policy.len()));
+                    let mut args = vec![p, inits[0], m[start]];
+                    args.extend(&policy);
+                    vec![self.asm(Some(self.reg_type(e)), &text, &cons, &args)?.unwrap()]
                 }
                 (Some(m), w) => {
                     // Sub-word elements travel packed into 32-bit words (PTX vectors have at most
@@ -243,8 +264,18 @@ impl<'c> Lowering<'c, '_> {
                     } else {
                         format!("{{{}}}", outs.join(", "))
                     };
-                    let text = format!("{movs}@${} ld.global{vec}.{ty} {dst}, [${n}];", 2 * n + 1);
-                    let cons = format!("{}l,{}b", format!("=&{cls},").repeat(n), format!("{cls},").repeat(n));
+                    let pol = if policy.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", ${}", 2 * n + 2)
+                    };
+                    let text = format!("{movs}@${} ld.global{q}{vec}.{ty} {dst}, [${n}]{pol};", 2 * n + 1);
+                    let cons = format!(
+                        "{}l,{}b{}",
+                        format!("=&{cls},").repeat(n),
+                        format!("{cls},").repeat(n),
+                        ",l".repeat(policy.len())
+                    );
                     let rt = if packed {
                         self.ctx.i32_type().into()
                     } else {
@@ -253,6 +284,7 @@ impl<'c> Lowering<'c, '_> {
                     let mut args = vec![p];
                     args.extend(&inits);
                     args.push(m[start]);
+                    args.extend(&policy);
                     let words: Vec<BasicValueEnum> = if n == 1 {
                         vec![self.asm(Some(rt), &text, &cons, &args)?.unwrap()]
                     } else {
@@ -300,7 +332,7 @@ impl<'c> Lowering<'c, '_> {
             .collect()
     }
 
-    pub(super) fn store(&mut self, op: &Op, mask: bool) -> R<()> {
+    pub(super) fn store(&mut self, op: &Op, mask: bool, evict: Evict) -> R<()> {
         let t = self.k.ty(op.operands[0]).clone();
         let e = self.k.ty(op.operands[1]).elem;
         let ptrs = self.elems(op.operands[0]);
@@ -320,6 +352,7 @@ impl<'c> Lowering<'c, '_> {
             format!("b{bits}")
         };
         let w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[2]), e, lay.as_ref());
+        let hint = self.cache_hint(evict)?;
         for start in (0..ptrs.len()).step_by(w) {
             let regs: Vec<BasicValueEnum> = (start..start + w).map(|i| self.to_reg(e, vals[i])).collect::<R<_>>()?;
             let packed = w > 1 && bits < 32;
@@ -332,13 +365,24 @@ impl<'c> Lowering<'c, '_> {
             let mut args = vec![ptrs[start]];
             args.extend(&regs);
             args.push(preds[start].into());
+            let (q, pol) = match &hint {
+                Some((q, p)) => {
+                    args.push(*p);
+                    (q.as_str(), format!(", ${}", n + 2))
+                }
+                None => ("", String::new()),
+            };
             let text = if n == 1 {
-                format!("@$2 st.global.{ty} [$0], $1;")
+                format!("@$2 st.global{q}.{ty} [$0], $1{pol};")
             } else {
                 let vs: Vec<String> = (1..=n).map(|j| format!("${j}")).collect();
-                format!("@${} st.global.v{n}.{ty} [$0], {{{}}};", n + 1, vs.join(", "))
+                format!("@${} st.global{q}.v{n}.{ty} [$0], {{{}}}{pol};", n + 1, vs.join(", "))
             };
-            let cons = format!("l,{}b,~{{memory}}", format!("{cls},").repeat(n));
+            let cons = format!(
+                "l,{}b,{}~{{memory}}",
+                format!("{cls},").repeat(n),
+                "l,".repeat(hint.is_some() as usize)
+            );
             self.asm(None, &text, &cons, &args)?;
         }
         Ok(())

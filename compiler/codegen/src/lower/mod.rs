@@ -393,8 +393,8 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::Cast(_)
             | OpKind::Bitcast
             | OpKind::PtrAdd => self.elementwise(op)?,
-            OpKind::Load { mask, other } => self.load(op, *mask, *other)?,
-            OpKind::Store { mask } => self.store(op, *mask)?,
+            OpKind::Load { mask, other, evict } => self.load(op, *mask, *other, *evict)?,
+            OpKind::Store { mask, evict } => self.store(op, *mask, *evict)?,
             OpKind::StoreBlock { .. } if op.operands.last().is_some_and(|v| self.map_of.contains_key(v)) => {
                 self.store_block_tma(op)?
             }

@@ -565,11 +565,11 @@ impl Machine<'_> {
                     },
                 );
             }
-            OpKind::Load { mask, other } => {
+            OpKind::Load { mask, other, .. } => {
                 let t = self.load(op, *mask, *other)?;
                 self.set(res(0), t);
             }
-            OpKind::Store { mask } => self.store(op, *mask)?,
+            OpKind::Store { mask, .. } => self.store(op, *mask)?,
             OpKind::LoadBlock { .. } => {
                 let t = self.load_block(op)?;
                 self.set(res(0), t);

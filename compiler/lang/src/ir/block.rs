@@ -115,6 +115,7 @@ fn expand_region(r: &mut Region, values: &mut Vec<Type>, keep: &(&HashSet<ValueI
                 kind: OpKind::Load {
                     mask: true,
                     other: false,
+                    evict: Evict::Normal,
                 },
                 operands: vec![ptrs, mask],
                 results: op.results.clone(),
@@ -122,7 +123,10 @@ fn expand_region(r: &mut Region, values: &mut Vec<Type>, keep: &(&HashSet<ValueI
                 loc: op.loc,
             }),
             Some(v) => b.ops.push(Op {
-                kind: OpKind::Store { mask: true },
+                kind: OpKind::Store {
+                    mask: true,
+                    evict: Evict::Normal,
+                },
                 operands: vec![ptrs, v, mask],
                 results: vec![],
                 regions: vec![],

@@ -149,6 +149,19 @@ pub enum Rounding {
     Rtz,
 }
 
+/// How a load or store asks the caches to keep the lines it touches (`evict: "first"` or
+/// `"last"`): a hint to L1 and L2 that changes no value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Evict {
+    /// The caches' own policy.
+    #[default]
+    Normal,
+    /// Evicted before other lines: data read or written once (a stream).
+    First,
+    /// Kept longer than other lines: data read again soon (a second pass over a row).
+    Last,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Precision {
     /// f32 products rounded as IEEE f32.
@@ -197,9 +210,9 @@ pub enum OpKind {
     /// `(ptr, offset) -> ptr`: advance by `offset` elements (the offset is widened to 64 bits).
     PtrAdd,
     /// `(ptr[, mask][, other]) -> value`.
-    Load { mask: bool, other: bool },
+    Load { mask: bool, other: bool, evict: Evict },
     /// `(ptr, value[, mask]) -> ()`.
-    Store { mask: bool },
+    Store { mask: bool, evict: Evict },
     /// `(ptr, shape[rank], strides[rank], coords[rank]) -> block`: the block of a tensor at
     /// `coords`, zero where out of bounds (see [`block`]).
     LoadBlock { rank: usize },
@@ -394,4 +407,5 @@ names!(AtomicOp {
     Xchg => "xchg",
 });
 names!(Rounding { Rne => "rne", Rtz => "rtz" });
+names!(Evict { Normal => "normal", First => "first", Last => "last" });
 names!(Precision { Ieee => "ieee", Tf32 => "tf32" });

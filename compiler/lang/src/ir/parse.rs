@@ -479,6 +479,11 @@ impl P {
         let bad = || self.err(format!("bad attributes <{}> for `{name}`", words.join(", ")));
         let num = |i: usize| -> Result<i64, ParseError> { words.get(i).and_then(|w| w.parse().ok()).ok_or_else(bad) };
         let has = |w: &str| words.iter().any(|x| x == w);
+        // `evict_first` / `evict_last` among a load's or store's words; none is the default.
+        let evict = || match words.iter().find_map(|w| w.strip_prefix("evict_")) {
+            None => Ok(Evict::Normal),
+            Some(e) => Evict::from_name(e).filter(|e| *e != Evict::Normal).ok_or_else(bad),
+        };
         let string = || match a.first() {
             Some(Tok::Str(s)) => Ok(s.clone()),
             _ => Err(bad()),
@@ -516,8 +521,12 @@ impl P {
             "load" => OpKind::Load {
                 mask: has("mask"),
                 other: has("other"),
+                evict: evict()?,
             },
-            "store" => OpKind::Store { mask: has("mask") },
+            "store" => OpKind::Store {
+                mask: has("mask"),
+                evict: evict()?,
+            },
             "load_block" => OpKind::LoadBlock { rank: num(0)? as usize },
             "store_block" => OpKind::StoreBlock { rank: num(0)? as usize },
             "atomic" => OpKind::Atomic {

@@ -94,6 +94,7 @@ fn print_op(k: &Kernel, op: &Op, depth: usize, out: &mut String) -> fmt::Result 
 pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
     use OpKind::*;
     let flag = |on: bool, name: &str| if on { vec![name.to_string()] } else { vec![] };
+    let evict_word = |e: Evict| flag(e != Evict::Normal, &format!("evict_{}", e.name()));
     match kind {
         Const(v) => vec![v.to_string()],
         ProgramId(a) | NumPrograms(a) => vec![a.to_string()],
@@ -102,8 +103,9 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
         LoadBlock { rank } | StoreBlock { rank } => vec![rank.to_string()],
         Permute(p) => p.iter().map(|x| x.to_string()).collect(),
         Cast(r) => vec![r.name().to_string()],
-        Load { mask, other } => [flag(*mask, "mask"), flag(*other, "other")].concat(),
-        Store { mask } | AtomicCas { mask } => flag(*mask, "mask"),
+        Load { mask, other, evict } => [flag(*mask, "mask"), flag(*other, "other"), evict_word(*evict)].concat(),
+        Store { mask, evict } => [flag(*mask, "mask"), evict_word(*evict)].concat(),
+        AtomicCas { mask } => flag(*mask, "mask"),
         Atomic { op, mask } => [vec![op.name().to_string()], flag(*mask, "mask")].concat(),
         Dot(p) => vec![p.name().to_string()],
         Reduce { op, axis } => vec![op.name().to_string(), axis.to_string()],

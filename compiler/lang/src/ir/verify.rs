@@ -330,7 +330,7 @@ impl V<'_> {
                 }
                 same(ot[0], &rt[0])?;
             }
-            Load { mask, other } => {
+            Load { mask, other, .. } => {
                 n_in(1 + *mask as usize + *other as usize)?;
                 n_out(1)?;
                 let Elem::Ptr { pointee, .. } = ot[0].elem else {
@@ -344,7 +344,7 @@ impl V<'_> {
                     same(ot[1 + *mask as usize], &rt[0])?;
                 }
             }
-            Store { mask } | Atomic { mask, .. } => {
+            Store { mask, .. } | Atomic { mask, .. } => {
                 n_in(2 + *mask as usize)?;
                 n_out(if matches!(op.kind, Store { .. }) { 0 } else { 1 })?;
                 let Elem::Ptr { pointee, mutable } = ot[0].elem else {

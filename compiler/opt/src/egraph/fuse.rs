@@ -51,7 +51,7 @@ fn region(
 
     if allowed("store-select-mask") {
         for i in 0..r.ops.len() {
-            if let OpKind::Store { mask: true } = r.ops[i].kind {
+            if let OpKind::Store { mask: true, .. } = r.ops[i].kind {
                 let (value, m) = (r.ops[i].operands[1], r.ops[i].operands[2]);
                 if let Some((c, a, _)) = select_of(value, &r.ops)
                     && c == m
@@ -73,7 +73,12 @@ fn region(
             let (c, a, w) = (r.ops[s].operands[0], r.ops[s].operands[1], r.ops[s].operands[2]);
             let Some(&l) = def.get(&a) else { continue };
             let load = &r.ops[l];
-            let OpKind::Load { mask: true, other } = load.kind else {
+            let OpKind::Load {
+                mask: true,
+                other,
+                evict,
+            } = load.kind
+            else {
                 continue;
             };
             // The new `other` must exist before the load; the load's result must have no
@@ -90,6 +95,7 @@ fn region(
                 load.kind = OpKind::Load {
                     mask: true,
                     other: true,
+                    evict,
                 };
             }
             renames.insert(r.ops[s].results[0], a);

@@ -2,13 +2,14 @@
 //! `multiple_of` and `max_contiguous` that describe pointer offsets.
 
 use super::*;
-use crate::ir::AtomicOp;
+use crate::ir::{AtomicOp, Evict};
 
-/// `load(ptr, mask, other)`: reads a tile through pointers; `load(desc, coords)` reads a block
-/// through a tensor descriptor.
+/// `load(ptr, mask, other, evict)`: reads a tile through pointers; `load(desc, coords)` reads a
+/// block through a tensor descriptor.
 pub(super) fn load(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
     let (pv, ps) = a.req(0);
     if let Val::Desc(d) = &pv {
+        no_evict(cx, a.get(3), "load")?;
         if let Some((_, s)) = a.get(2) {
             return cx.fail(
                 Diagnostic::error(s, "a descriptor load takes no `other`")
@@ -51,11 +52,13 @@ pub(super) fn load(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> 
         }
         ops.push(cx.value_for(o, pointee, &shape, "`other`")?);
     }
+    let evict = evict_arg(cx, a.get(3))?;
     let t = Type::tile(pointee, shape);
     Ok(Val::V(cx.emit1(
         OpKind::Load {
             mask: mask.is_some(),
             other: other.is_some(),
+            evict,
         },
         ops,
         t,
@@ -63,11 +66,12 @@ pub(super) fn load(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> 
     )?))
 }
 
-/// `store(ptr, value, mask)`: writes a tile through mutable pointers; `store(desc, coords,
-/// value)` writes a block through a tensor descriptor.
+/// `store(ptr, value, mask, evict)`: writes a tile through mutable pointers; `store(desc,
+/// coords, value)` writes a block through a tensor descriptor.
 pub(super) fn store(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
     let (pv, ps) = a.req(0);
     if let Val::Desc(d) = &pv {
+        no_evict(cx, a.get(3), "store")?;
         if !d.mutable {
             return cx.fail(cx.readonly(d.ptr, ps, "store through"));
         }
@@ -93,9 +97,11 @@ pub(super) fn store(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val>
     if let Some(m) = a.get(2) {
         ops.push(cx.mask_arg(m, &shape, ps)?);
     }
+    let evict = evict_arg(cx, a.get(3))?;
     cx.emit(
         OpKind::Store {
             mask: a.get(2).is_some(),
+            evict,
         },
         ops,
         vec![],
@@ -103,6 +109,25 @@ pub(super) fn store(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val>
         span,
     )?;
     Ok(Val::Unit)
+}
+
+/// The `evict` argument of a pointer load or store: `"normal"` (the default), `"first"` or
+/// `"last"`.
+fn evict_arg(cx: &mut Cx<'_>, a: Option<(Val, Span)>) -> R<Evict> {
+    let names = [Evict::Normal, Evict::First, Evict::Last].map(|e| e.name());
+    let name = cx.str_arg(a, "normal", &names)?;
+    Ok(Evict::from_name(&name).unwrap())
+}
+
+/// Descriptor loads and stores move whole blocks through the TMA engine and take no hint.
+fn no_evict(cx: &mut Cx<'_>, a: Option<(Val, Span)>, what: &str) -> R<()> {
+    match a {
+        None => Ok(()),
+        Some((_, s)) => cx.fail(
+            Diagnostic::error(s, format!("a descriptor {what} takes no `evict`"))
+                .label("eviction hints apply to loads and stores through pointers"),
+        ),
+    }
 }
 
 /// `atomic_add`, `atomic_max`, ... `atomic_xchg`: atomic read-modify-write through pointers.

@@ -65,8 +65,8 @@ const BUILTINS: &[Builtin] = &[
     Builtin::new("zeros", &["shape", "dtype"], 1, creation::fill),
     Builtin::new("full", &["shape", "value", "dtype"], 2, creation::fill),
     Builtin::new("cdiv", &["a", "b"], 2, creation::cdiv),
-    Builtin::new("load", &["ptr", "mask", "other"], 1, memory::load),
-    Builtin::new("store", &["ptr", "value", "mask"], 2, memory::store),
+    Builtin::new("load", &["ptr", "mask", "other", "evict"], 1, memory::load),
+    Builtin::new("store", &["ptr", "value", "mask", "evict"], 2, memory::store),
     Builtin::new(
         "make_tensor_descriptor",
         &["base", "shape", "strides", "block_shape"],
