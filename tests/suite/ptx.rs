@@ -493,12 +493,10 @@ fn jit_and_tilec_compile_produce_identical_ptx() {
     assert!(compared >= 10, "only {compared} kernels compared");
 }
 
-/// Every built-in the GPU back end supports is called in some file whose kernels the PTX tests
+/// Every built-in is called in some file whose kernels the PTX tests
 /// compile and ptxas assembles (dsl-examples/, tests/gpu/): none reaches users untried.
 #[test]
 fn every_builtin_is_compiled_and_assembled_somewhere() {
-    // Refused by the GPU back end, as docs/language.md says.
-    const GPU_UNSUPPORTED: [&str; 1] = ["erf"];
     let mut text = String::new();
     for p in tile_files("dsl-examples").iter().chain(&tile_files("tests/gpu")) {
         let src = std::fs::read_to_string(p).unwrap();
@@ -512,7 +510,7 @@ fn every_builtin_is_compiled_and_assembled_somewhere() {
         })
     };
     let missing: Vec<&str> = check::builtin_names()
-        .filter(|n| !GPU_UNSUPPORTED.contains(n) && !called(n))
+        .filter(|n| !called(n))
         .collect();
     assert!(
         missing.is_empty(),
