@@ -509,9 +509,7 @@ fn every_builtin_is_compiled_and_assembled_somewhere() {
             !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
         })
     };
-    let missing: Vec<&str> = check::builtin_names()
-        .filter(|n| !called(n))
-        .collect();
+    let missing: Vec<&str> = check::builtin_names().filter(|n| !called(n)).collect();
     assert!(
         missing.is_empty(),
         "built-ins no GPU-compiled file calls: {missing:?} (add them to tests/gpu/builtins.tile)"
