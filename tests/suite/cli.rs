@@ -350,6 +350,50 @@ fn bench_rounds_keep_each_case_s_median_round() {
     assert_eq!((m.len(), m[0].median_ms), (1, 1.0));
 }
 
+/// `tilec bench --json` rewrites its file after every case, so that a call cut short keeps what
+/// it timed: `"complete"` is false until the end, and with `--rounds` each case appears once,
+/// as the median of the rounds it ran.
+#[test]
+fn bench_json_is_written_after_every_case() {
+    let timed = |label: &str, ms: f64| tilec::BenchResult {
+        kernel: "k".into(),
+        dtype: "f32".into(),
+        label: label.into(),
+        median_ms: ms,
+        p10_ms: ms,
+        p90_ms: ms,
+        runs: 10,
+        bytes: 1e6,
+        flops: 0.0,
+        registers: 32,
+        config: "warps=4".into(),
+        compile_ms: 0.0,
+        same_size_copy_gbps: 0.0,
+        rounds_ms: Vec::new(),
+    };
+    let dir = temp_dir("bench-json");
+    let path = dir.join("bench.json");
+    let read = || -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap() };
+    let mut rec = tilec::Record::new(Some(&path), 4000.0, "test GPU", tilec::ConfigSource::Spec, 2);
+    rec.push(timed("n=1", 2.0)).unwrap();
+    let doc = read();
+    assert_eq!(
+        (doc["complete"].as_bool(), doc["cases"].as_array().unwrap().len()),
+        (Some(false), 1)
+    );
+    rec.push(timed("n=2", 3.0)).unwrap();
+    // Round 2 of the first case: still one entry for it.
+    rec.push(timed("n=1", 1.0)).unwrap();
+    let doc = read();
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    assert_eq!(cases[0]["rounds_ms"], serde_json::json!([2.0, 1.0]));
+    assert_eq!(doc["gpu"], "test GPU");
+    rec.save(true).unwrap();
+    assert_eq!(read()["complete"].as_bool(), Some(true));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A fresh, empty folder under the system's temp dir for one test.
 fn temp_dir(test: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("tile-cli-{test}-{}", std::process::id()));

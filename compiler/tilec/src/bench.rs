@@ -4,20 +4,69 @@
 //! the configuration `--config` names: the autotuner's winner (default; the model's top
 //! candidates timed on this case, winners cached on disk), the static model's choice, or the
 //! run spec's own values. `--json` writes the results in the format `bench/report.py` joins
-//! with the Triton and PyTorch peers.
+//! with the Triton and PyTorch peers, again after every case, so that a call cut short keeps
+//! what it timed (`"complete": false` until the last case).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use tile_jit::TimingOptions;
 use tile_jit::tune::{self, Problem, TuneOptions, TuneRequest};
-use tile_jit::{Gpu, TimingOptions};
 use tile_lang::check;
 use tile_lang::ir::{ConstValue, Elem, Kernel};
 use tile_lang::spec::{self, Init, PlanArg};
 use tile_opt::config::{Config, Pins};
 
 use crate::{GpuBackend, check_source, read};
+
+/// The results so far, and where `--json` writes them after each one.
+pub struct Record<'a> {
+    results: Vec<BenchResult>,
+    path: Option<&'a Path>,
+    copy_gbps: f64,
+    gpu: String,
+    config: ConfigSource,
+    rounds: usize,
+}
+
+impl<'a> Record<'a> {
+    /// An empty record of a call on `gpu` that passes `rounds` times over its cases.
+    pub fn new(path: Option<&'a Path>, copy_gbps: f64, gpu: &str, config: ConfigSource, rounds: usize) -> Self {
+        Record {
+            results: Vec::new(),
+            path,
+            copy_gbps,
+            gpu: gpu.to_string(),
+            config,
+            rounds,
+        }
+    }
+
+    pub fn push(&mut self, r: BenchResult) -> anyhow::Result<()> {
+        self.results.push(r);
+        self.save(false)
+    }
+
+    /// The results, one per case: with `--rounds`, the median of the rounds it has run.
+    pub fn cases(&self) -> Vec<BenchResult> {
+        match self.rounds {
+            0 | 1 => self.results.clone(),
+            _ => median_rounds(self.results.clone()),
+        }
+    }
+
+    /// Writes the JSON file.
+    pub fn save(&self, complete: bool) -> anyhow::Result<()> {
+        if let Some(path) = self.path {
+            std::fs::write(
+                path,
+                json(&self.cases(), self.copy_gbps, &self.gpu, self.config, complete)?,
+            )?;
+        }
+        Ok(())
+    }
+}
 
 /// One timed case, as written to JSON.
 #[derive(Clone, Debug)]
@@ -153,21 +202,21 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
         "{:<12} {:<6} {:<36} {:>10} {:>10} {:>9} {:>7} {:>5} {:>10}  config ({:?})",
         "kernel", "dtype", "case", "median ms", "GB/s", "TFLOP/s", "% copy", "regs", "compile ms", opts.config
     )?;
-    let mut results = Vec::new();
+    let mut rec = Record::new(opts.json.as_deref(), copy_gbps, &g.gpu.name(), opts.config, opts.rounds);
     if opts.rounds > 1 {
         writeln!(out, "round 1 of {}", opts.rounds)?;
     }
     // With `--rounds`, the first round keeps every case it prepared (compiled, loaded, its
     // buffers on the GPU) and the later rounds only time them again.
     let mut kept = (opts.rounds > 1).then(Vec::new);
-    let mut failures = bench_files(files, g, opts, copy_gbps, &mut kept, &mut results, out)?;
+    let mut failures = bench_files(files, g, opts, copy_gbps, &mut kept, &mut rec, out)?;
     for round in 2..=opts.rounds {
         writeln!(out, "round {round} of {}", opts.rounds)?;
         for p in kept.iter().flatten() {
             match time_case(g, p, opts) {
                 Ok(r) => {
                     print_result(&r, copy_gbps, out)?;
-                    results.push(r);
+                    rec.push(r)?;
                 }
                 Err(e) => {
                     let t = &p.template;
@@ -177,8 +226,9 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
             }
         }
     }
+    rec.save(true)?;
+    let results = rec.cases();
     if opts.rounds > 1 {
-        results = median_rounds(results);
         writeln!(out, "median round of {} (each round's median ms):", opts.rounds)?;
         for r in &results {
             let each: Vec<String> = r.rounds_ms.iter().map(|m| format!("{m:.4}")).collect();
@@ -194,7 +244,6 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
         }
     }
     if let Some(path) = &opts.json {
-        std::fs::write(path, json(&results, copy_gbps, &g.gpu, opts.config)?)?;
         writeln!(out, "wrote {}", path.display())?;
     }
     let rounds = if opts.rounds > 1 {
@@ -206,7 +255,7 @@ pub fn run(files: &[PathBuf], g: &GpuBackend, opts: &BenchOptions, out: &mut dyn
     Ok(if failures > 0 { 1 } else { 0 })
 }
 
-/// One pass over the bench cases of `files`: each result goes to `results` as it is printed, and
+/// One pass over the bench cases of `files`: each result goes to `rec` as it is printed, and
 /// each prepared case to `kept` when there is one (`--rounds`); otherwise a case's buffers are
 /// freed before the next is prepared. Returns the cases that failed.
 fn bench_files(
@@ -215,7 +264,7 @@ fn bench_files(
     opts: &BenchOptions,
     copy_gbps: f64,
     kept: &mut Option<Vec<Prepared>>,
-    results: &mut Vec<BenchResult>,
+    rec: &mut Record<'_>,
     out: &mut dyn Write,
 ) -> anyhow::Result<usize> {
     let mut failures = 0;
@@ -279,7 +328,7 @@ fn bench_files(
                 match timed {
                     Ok((r, p)) => {
                         print_result(&r, copy_gbps, out)?;
-                        results.push(r);
+                        rec.push(r)?;
                         if let Some(kept) = kept {
                             kept.push(p);
                         }
@@ -522,8 +571,14 @@ impl std::fmt::Display for ConfigLabel<'_> {
     }
 }
 
-/// The results in `bench/README.md`'s format.
-fn json(results: &[BenchResult], copy_gbps: f64, gpu: &Gpu, config: ConfigSource) -> anyhow::Result<String> {
+/// The results in `bench/README.md`'s format; `complete` is false while cases remain.
+fn json(
+    results: &[BenchResult],
+    copy_gbps: f64,
+    gpu: &str,
+    config: ConfigSource,
+    complete: bool,
+) -> anyhow::Result<String> {
     let cases: Vec<serde_json::Value> = results
         .iter()
         .map(|r| {
@@ -548,9 +603,10 @@ fn json(results: &[BenchResult], copy_gbps: f64, gpu: &Gpu, config: ConfigSource
         })
         .collect();
     let doc = serde_json::json!({
-        "gpu": gpu.name(),
+        "gpu": gpu,
         "config_source": format!("{config:?}").to_lowercase(),
         "ceilings": { "copy_gbps": copy_gbps },
+        "complete": complete,
         "cases": cases,
     });
     Ok(serde_json::to_string_pretty(&doc)? + "\n")

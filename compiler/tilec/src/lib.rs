@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod bench;
 // The pure part of `--rounds`, for tests/suite.
-pub use bench::{BenchResult, median_rounds};
+pub use bench::{BenchResult, ConfigSource, Record, median_rounds};
 use tile_lang::check::{self, Bindings};
 use tile_lang::codespan_reporting::term::termcolor::WriteColor;
 use tile_lang::diag::{self, Diagnostic};
@@ -163,7 +163,7 @@ enum Command {
         /// is compiled and its buffers filled once: they stay on the GPU between rounds.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
-        /// Write the results as JSON here (the format bench/report.py reads).
+        /// Write the results as JSON here (the format bench/report.py reads), again after each case
         #[arg(long)]
         json: Option<PathBuf>,
         /// GPU target to compile for: 80, 89, 90 or 90a.
