@@ -34,7 +34,7 @@ pub(crate) struct TuneArgs {
     /// Timed runs per candidate (after warm-up).
     #[arg(long, default_value_t = 50)]
     runs: usize,
-    /// Write the results as JSON here.
+    /// Write the results as JSON here (again after each case; `"complete": false` until the end).
     #[arg(long)]
     json: Option<PathBuf>,
     /// GPU target: 90 or 90a (the targets the model has figures for).
@@ -100,6 +100,20 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
     };
     let mut records = Vec::new();
     let mut failures = 0;
+    // Written after every case (a call cut short keeps what it tuned) and at the end.
+    let save = |records: &[serde_json::Value], complete: bool| -> anyhow::Result<()> {
+        if let Some(path) = &a.json {
+            let doc = serde_json::json!({
+                "gpu": gpu.name(),
+                "compute_capability": format!("{}.{}", cc.0, cc.1),
+                "target": opts.target.sm,
+                "complete": complete,
+                "cases": records,
+            });
+            std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
+        }
+        Ok(())
+    };
     for s in &specs {
         let cases = spec::bench_cases(s).map_err(|d| anyhow::anyhow!("{}", d.message))?;
         // The largest size (by product); every constant set at that size.
@@ -118,6 +132,7 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
                 Ok(t) => {
                     report(out, &t, a.all_candidates)?;
                     records.push(json_record(&s.kernel, case, &t));
+                    save(&records, false)?;
                 }
                 Err(e) => {
                     writeln!(out, "  error: {e}")?;
@@ -126,14 +141,8 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
             }
         }
     }
+    save(&records, true)?;
     if let Some(path) = &a.json {
-        let doc = serde_json::json!({
-            "gpu": gpu.name(),
-            "compute_capability": format!("{}.{}", cc.0, cc.1),
-            "target": opts.target.sm,
-            "cases": records,
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")?;
         writeln!(out, "wrote {}", path.display())?;
     }
     writeln!(out, "tune: {} cases tuned, {failures} failed", records.len())?;
