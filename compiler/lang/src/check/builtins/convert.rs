@@ -7,7 +7,7 @@ use crate::ir::Rounding;
 pub(super) fn to_dtype(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
     let (xv, xs) = a.req(0);
     let d = cx.dtype_arg(a.req(1))?;
-    let rounding = cx.str_arg(a.get(2), "rne", &["rne", "rtz"])?;
+    let rounding = cx.str_arg(a.get(2), "rounding", "rne", &["rne", "rtz"])?;
     let x = cx.number_arg((xv, xs), "the converted value")?;
     let from = cx.ty(x).dtype().unwrap();
     if from == d {

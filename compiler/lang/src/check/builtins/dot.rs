@@ -149,7 +149,7 @@ pub(super) fn dot(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val> {
             cx.broadcast_to(z, &[m, n], span)?
         }
     };
-    let prec = cx.str_arg(a.get(4), "ieee", &["ieee", "tf32"])?;
+    let prec = cx.str_arg(a.get(4), "precision", "ieee", &["ieee", "tf32"])?;
     let prec = Precision::from_name(&prec).unwrap();
     if prec == Precision::Tf32 && dx != DType::F32 {
         return cx.fail(

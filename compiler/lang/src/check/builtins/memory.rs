@@ -115,7 +115,7 @@ pub(super) fn store(cx: &mut Cx<'_>, _name: &str, a: Args, span: Span) -> R<Val>
 /// `"last"`.
 fn evict_arg(cx: &mut Cx<'_>, a: Option<(Val, Span)>) -> R<Evict> {
     let names = [Evict::Normal, Evict::First, Evict::Last].map(|e| e.name());
-    let name = cx.str_arg(a, "normal", &names)?;
+    let name = cx.str_arg(a, "evict", "normal", &names)?;
     Ok(Evict::from_name(&name).unwrap())
 }
 

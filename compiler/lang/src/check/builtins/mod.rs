@@ -423,7 +423,8 @@ impl Cx<'_> {
         }
     }
 
-    fn str_arg(&mut self, a: Option<(Val, Span)>, default: &str, valid: &[&str]) -> R<String> {
+    /// A string option `param` (`rounding: "rtz"`): one of `valid`, `default` when absent.
+    fn str_arg(&mut self, a: Option<(Val, Span)>, param: &str, default: &str, valid: &[&str]) -> R<String> {
         let Some((v, s)) = a else {
             return Ok(default.to_string());
         };
@@ -433,7 +434,7 @@ impl Cx<'_> {
                 Diagnostic::error(
                     s,
                     format!(
-                        "expected one of {}",
+                        "`{param}` takes one of {}",
                         valid.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ")
                     ),
                 )
