@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Next GPU call (prepared 2026-12-03, not yet run): the examples changed in d06f504 verified on
 # the GPU (softmax_chunked, layernorm_chunked with Welford), the chunk-mean shift against Welford,
-# every candidate of the chunked kernels timed (data for the model's static choice on loops),
-# torch.compile's layernorm kernel source, and attention_rotated against SDPA in alternating
-# processes (two rounds each) for a ratio the GPU's drift cannot tilt.
+# every candidate of the row kernels timed on their largest bench case (data for the model's
+# static choice: register counts from ptxas next to each candidate's time), and torch.compile's
+# layernorm kernel source. run71.sh is the attention half.
 set -u
 export PATH=$PATH:/usr/local/cuda/bin
 export TILE_CACHE_DIR=/tmp/tilecache
@@ -12,9 +12,9 @@ D=docs/bench-2026-12-03/next
 date -u +%FT%TZ
 timeout 60 $T verify dsl-examples/softmax.tile dsl-examples/layernorm.tile $D/chunkmean.tile > $OUT/verify.log 2>&1; echo "verify rc $? $(grep -E '^verify' $OUT/verify.log)"; grep FAIL $OUT/verify.log | head -3
 timeout 60 compute-sanitizer --tool memcheck $T verify dsl-examples/softmax.tile > $OUT/memcheck.log 2>&1; echo "memcheck rc $?: $(grep -E '^verify|ERROR SUMMARY' $OUT/memcheck.log | tr '\n' ' ')"
-for k in "dsl-examples/softmax.tile softmax_chunked" "dsl-examples/layernorm.tile layernorm_chunked" "$D/chunkmean.tile layernorm_chunkmean"; do
+for k in "dsl-examples/softmax.tile softmax_chunked" "dsl-examples/layernorm.tile layernorm_chunked" "$D/chunkmean.tile layernorm_chunkmean" "dsl-examples/softmax.tile softmax" "dsl-examples/layernorm.tile layernorm" "dsl-examples/rmsnorm.tile rmsnorm"; do
   set -- $k
-  timeout 60 $T tune $1 --kernel $2 --all-candidates --runs 20 --json $OUT/tune-$2.json > $OUT/tune-$2.log 2>&1; echo "tune $2 rc $?"
+  timeout 50 $T tune $1 --kernel $2 --all-candidates --runs 20 --json $OUT/tune-$2.json > $OUT/tune-$2.log 2>&1; echo "tune $2 rc $?"
 done
 timeout 60 $T bench $D/chunkmean.tile dsl-examples/layernorm.tile --kernel layernorm_chunkmean --kernel layernorm_chunked --kernel layernorm --top-k 16 --runs 20 --json $OUT/bench-ln.json > $OUT/bench-ln.log 2>&1; echo "bench layernorm rc $?"
 cat > /tmp/inductor_ln.py <<'PY'
@@ -29,11 +29,6 @@ for dt in (torch.float32, torch.bfloat16):
     torch.cuda.synchronize()
 PY
 TORCH_LOGS=output_code timeout 60 python3 /tmp/inductor_ln.py > $OUT/inductor-ln.log 2>&1; echo "inductor dump rc $? ($(grep -c '@triton.jit' $OUT/inductor-ln.log) kernels)"
-for r in 1 2; do
-  timeout 45 $T bench dsl-examples/attention.tile --kernel attention_rotated --config spec --runs 10 > $OUT/att-tile-$r.log 2>&1; echo "round $r tile rc $?"
-  timeout 60 python3 bench/peers.py --only attention --no-compile-time --no-torch-compile --json $OUT/att-peers-$r.json > $OUT/att-peers-$r.log 2>&1; echo "round $r peers rc $?"
-done
-echo "== tune (static vs best) =="; grep -hE "static|best|^\S+ \[" $OUT/tune-*.log | cut -c1-140 | head -30
+echo "== tune (model vs winner) =="; grep -hE "^\S+ \[|winner:" $OUT/tune-*.log | cut -c1-150 | head -30
 echo "== layernorm =="; grep -E "n=(4096|16384) " $OUT/bench-ln.log | cut -c1-150
-echo "== attention (tile, then SDPA, per round) =="; for r in 1 2; do grep -E "seq=8192" $OUT/att-tile-$r.log | cut -c1-110; grep -E "seq=8192.*torch " $OUT/att-peers-$r.log | cut -c1-100; done
 date -u +%FT%TZ
