@@ -10,13 +10,14 @@ export TILE_CACHE_DIR=/tmp/tilecache
 T=./target/release/tilec
 D=docs/bench-2026-12-03/next
 date -u +%FT%TZ
-timeout 60 $T verify dsl-examples/softmax.tile dsl-examples/layernorm.tile $D/chunkmean.tile > $OUT/verify.log 2>&1; echo "verify rc $? $(grep -E '^verify' $OUT/verify.log)"; grep FAIL $OUT/verify.log | head -3
-timeout 60 compute-sanitizer --tool memcheck $T verify dsl-examples/softmax.tile > $OUT/memcheck.log 2>&1; echo "memcheck rc $?: $(grep -E '^verify|ERROR SUMMARY' $OUT/memcheck.log | tr '\n' ' ')"
-for k in "dsl-examples/softmax.tile softmax_chunked" "dsl-examples/layernorm.tile layernorm_chunked" "$D/chunkmean.tile layernorm_chunkmean" "dsl-examples/softmax.tile softmax" "dsl-examples/layernorm.tile layernorm" "dsl-examples/rmsnorm.tile rmsnorm"; do
+timeout 50 $T verify dsl-examples/softmax.tile dsl-examples/layernorm.tile $D/chunkmean.tile > $OUT/verify.log 2>&1; echo "verify rc $? $(grep -E '^verify' $OUT/verify.log)"; grep FAIL $OUT/verify.log | head -3
+timeout 50 compute-sanitizer --tool memcheck $T verify dsl-examples/softmax.tile > $OUT/memcheck.log 2>&1; echo "memcheck rc $?: $(grep -E '^verify|ERROR SUMMARY' $OUT/memcheck.log | tr '\n' ' ')"
+# file, kernel, seconds: the bench sizes' largest case, every candidate (20 runs each).
+for k in "dsl-examples/softmax.tile softmax_chunked 50" "dsl-examples/layernorm.tile layernorm_chunked 50" "$D/chunkmean.tile layernorm_chunkmean 70" "$D/chunkmean.tile layernorm_chunkmean_evict 70" "dsl-examples/softmax.tile softmax 40" "dsl-examples/layernorm.tile layernorm 40" "dsl-examples/rmsnorm.tile rmsnorm 30"; do
   set -- $k
-  timeout 50 $T tune $1 --kernel $2 --all-candidates --runs 20 --json $OUT/tune-$2.json > $OUT/tune-$2.log 2>&1; echo "tune $2 rc $?"
+  timeout $3 $T tune $1 --kernel $2 --all-candidates --runs 20 --json $OUT/tune-$2.json > $OUT/tune-$2.log 2>&1; echo "tune $2 rc $?"
 done
-timeout 60 $T bench $D/chunkmean.tile dsl-examples/layernorm.tile --kernel layernorm_chunkmean --kernel layernorm_chunked --kernel layernorm --top-k 16 --runs 20 --json $OUT/bench-ln.json > $OUT/bench-ln.log 2>&1; echo "bench layernorm rc $?"
+timeout 60 $T bench $D/chunkmean.tile dsl-examples/layernorm.tile --kernel layernorm_chunkmean --kernel layernorm_chunkmean_evict --kernel layernorm_chunked --kernel layernorm --top-k 8 --runs 20 --json $OUT/bench-ln.json > $OUT/bench-ln.log 2>&1; echo "bench layernorm rc $?"
 cat > /tmp/inductor_ln.py <<'PY'
 import torch
 import torch.nn.functional as F
@@ -28,7 +29,7 @@ for dt in (torch.float32, torch.bfloat16):
     f(x, w, b)
     torch.cuda.synchronize()
 PY
-TORCH_LOGS=output_code timeout 60 python3 /tmp/inductor_ln.py > $OUT/inductor-ln.log 2>&1; echo "inductor dump rc $? ($(grep -c '@triton.jit' $OUT/inductor-ln.log) kernels)"
+TORCH_LOGS=output_code timeout 50 python3 /tmp/inductor_ln.py > $OUT/inductor-ln.log 2>&1; echo "inductor dump rc $? ($(grep -c '@triton.jit' $OUT/inductor-ln.log) kernels)"
 echo "== tune (model vs winner) =="; grep -hE "^\S+ \[|winner:" $OUT/tune-*.log | cut -c1-150 | head -30
 echo "== layernorm =="; grep -E "n=(4096|16384) " $OUT/bench-ln.log | cut -c1-150
 date -u +%FT%TZ
