@@ -190,7 +190,12 @@ impl<'c> Lowering<'c, '_> {
             format!("b{bits}")
         };
         let lay = self.access_layout(op);
-        let w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[1]), e, lay.as_ref());
+        let mut w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[1]), e, lay.as_ref());
+        // A hinted load without a mask takes the predicated path, whose sub-word elements travel
+        // in whole 32-bit words: a narrower vector goes one element at a time.
+        if masks.is_some() && bits < 32 && w * (bits as usize) < 32 {
+            w = 1;
+        }
         let mut out = Vec::new();
         for start in (0..ptrs.len()).step_by(w) {
             let p = ptrs[start];
@@ -351,7 +356,12 @@ impl<'c> Lowering<'c, '_> {
         } else {
             format!("b{bits}")
         };
-        let w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[2]), e, lay.as_ref());
+        let mut w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[2]), e, lay.as_ref());
+        // Stores are predicated PTX whose sub-word elements travel in whole 32-bit words: a
+        // narrower vector (two bytes) would write past it, so it goes one element at a time.
+        if bits < 32 && w * (bits as usize) < 32 {
+            w = 1;
+        }
         let hint = self.cache_hint(evict)?;
         for start in (0..ptrs.len()).step_by(w) {
             let regs: Vec<BasicValueEnum> = (start..start + w).map(|i| self.to_reg(e, vals[i])).collect::<R<_>>()?;
