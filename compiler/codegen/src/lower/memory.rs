@@ -97,11 +97,25 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// [`vector_width`](Self::vector_width) for an access in layout `lay` (`None`: blocked).
-    fn vector_width_in(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem, lay: Option<&LinearLayout>) -> usize {
-        match lay {
-            Some(l) => self.width_of_chunk(ptr, mask, e, l.contiguous_run() as u64),
-            None => self.vector_width(ptr, mask, e),
+    /// The vector width of an access written as predicated PTX (`predicated`: a masked or
+    /// hinted load, any store), in `lay` or the tile's blocked layout.
+    fn vector_width_in(
+        &self,
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        e: Elem,
+        lay: Option<&LinearLayout>,
+        predicated: bool,
+    ) -> usize {
+        let t = self.k.ty(ptr);
+        if t.is_scalar() {
+            return 1;
         }
+        let chunk = match lay {
+            Some(l) => l.contiguous_run() as u64,
+            None => self.layout(t).vec as u64,
+        };
+        self.width_of_chunk(ptr, mask, e, chunk, predicated)
     }
 
     /// The vector width (elements) for accesses to a tile of pointers `ptr` under `mask`: the
@@ -112,11 +126,12 @@ impl<'c> Lowering<'c, '_> {
         if t.is_scalar() {
             return 1;
         }
-        self.width_of_chunk(ptr, mask, e, self.layout(t).vec as u64)
+        self.width_of_chunk(ptr, mask, e, self.layout(t).vec as u64, mask.is_some())
     }
 
-    /// The widest access within a thread's chunk of `chunk` consecutive elements.
-    fn width_of_chunk(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem, chunk: u64) -> usize {
+    /// The widest access within a thread's chunk of `chunk` consecutive elements; `predicated`
+    /// when it is written as predicated PTX rather than an LLVM load.
+    fn width_of_chunk(&self, ptr: ValueId, mask: Option<ValueId>, e: Elem, chunk: u64, predicated: bool) -> usize {
         let t = self.k.ty(ptr);
         if t.is_scalar() || matches!(e, Elem::Scalar(DType::Bool) | Elem::Ptr { .. }) {
             return 1;
@@ -132,9 +147,9 @@ impl<'c> Lowering<'c, '_> {
         while w > 1 && !(p.contiguity >= w && p.divisibility >= w * bytes && m >= w) {
             w /= 2;
         }
-        // Masked sub-word elements travel packed into whole 32-bit words: a width that does not
-        // fill one (two bytes, one short) goes one element at a time.
-        if mask.is_some() && w > 1 && w * bytes < 4 {
+        // Sub-word elements of predicated PTX accesses travel packed into whole 32-bit words: a
+        // width that does not fill one (two bytes, one short) goes one element at a time.
+        if predicated && w > 1 && w * bytes < 4 {
             return 1;
         }
         w as usize
@@ -190,12 +205,13 @@ impl<'c> Lowering<'c, '_> {
             format!("b{bits}")
         };
         let lay = self.access_layout(op);
-        let mut w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[1]), e, lay.as_ref());
-        // A hinted load without a mask takes the predicated path, whose sub-word elements travel
-        // in whole 32-bit words: a narrower vector goes one element at a time.
-        if masks.is_some() && bits < 32 && w * (bits as usize) < 32 {
-            w = 1;
-        }
+        let w = self.vector_width_in(
+            op.operands[0],
+            mask.then(|| op.operands[1]),
+            e,
+            lay.as_ref(),
+            masks.is_some(),
+        );
         let mut out = Vec::new();
         for start in (0..ptrs.len()).step_by(w) {
             let p = ptrs[start];
@@ -356,12 +372,8 @@ impl<'c> Lowering<'c, '_> {
         } else {
             format!("b{bits}")
         };
-        let mut w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[2]), e, lay.as_ref());
-        // Stores are predicated PTX whose sub-word elements travel in whole 32-bit words: a
-        // narrower vector (two bytes) would write past it, so it goes one element at a time.
-        if bits < 32 && w * (bits as usize) < 32 {
-            w = 1;
-        }
+        // Stores are always predicated PTX.
+        let w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[2]), e, lay.as_ref(), true);
         let hint = self.cache_hint(evict)?;
         for start in (0..ptrs.len()).step_by(w) {
             let regs: Vec<BasicValueEnum> = (start..start + w).map(|i| self.to_reg(e, vals[i])).collect::<R<_>>()?;
