@@ -348,6 +348,14 @@ fn bench_rounds_keep_each_case_s_median_round() {
     // An even count takes the lower middle round.
     let m = tilec::median_rounds(vec![timed("a", "n=1", 2.0), timed("a", "n=1", 1.0)]);
     assert_eq!((m.len(), m[0].median_ms), (1, 1.0));
+    // Cases that differ only in their dtype stay apart (neither label nor config names it).
+    let f32_case = |ms: f64| tilec::BenchResult {
+        dtype: "f32".into(),
+        ..timed("a", "n=1", ms)
+    };
+    let m = tilec::median_rounds(vec![f32_case(3.0), timed("a", "n=1", 1.0), f32_case(3.2), timed("a", "n=1", 1.1)]);
+    let got: Vec<(&str, Vec<f64>)> = m.iter().map(|r| (r.dtype.as_str(), r.rounds_ms.clone())).collect();
+    assert_eq!(got, vec![("f32", vec![3.0, 3.2]), ("bf16", vec![1.0, 1.1])]);
 }
 
 /// `tilec bench --json` rewrites its file after every case, so that a call cut short keeps what

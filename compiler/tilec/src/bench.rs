@@ -532,13 +532,14 @@ fn print_result(r: &BenchResult, copy_gbps: f64, out: &mut dyn Write) -> std::io
 }
 
 /// One result per case out of several rounds' (`--rounds`): the round with the median time,
-/// with every round's median listed, in the order the cases first ran.
+/// with every round's median listed, in the order the cases first ran. A case is its kernel,
+/// dtype, label and configuration (neither the label nor the configuration names the dtypes).
 pub fn median_rounds(results: Vec<BenchResult>) -> Vec<BenchResult> {
     let mut cases: Vec<Vec<BenchResult>> = Vec::new();
     for r in results {
-        match cases
-            .iter_mut()
-            .find(|c| c[0].kernel == r.kernel && c[0].label == r.label && c[0].config == r.config)
+        match cases.iter_mut().find(|c| {
+            c[0].kernel == r.kernel && c[0].dtype == r.dtype && c[0].label == r.label && c[0].config == r.config
+        })
         {
             Some(c) => c.push(r),
             None => cases.push(vec![r]),
