@@ -268,17 +268,26 @@ impl GpuPlan {
         (to != self.layout(k, v)).then_some(to)
     }
 
-    /// Whether `v` is a load a pipelined loop copies ahead (the lowering skips the load).
+    /// Whether `v` is a load a pipelined loop copies ahead into shared memory.
     pub fn is_staged(&self, v: ValueId) -> bool {
         self.pipelines.values().any(|p| p.loads.iter().any(|l| l.load == v))
+    }
+
+    /// Whether `v` is a load a pipelined loop copies ahead for a tensor-core dot, which reads it
+    /// from shared memory: the tile never lives in registers and the lowering skips the load.
+    /// (A load staged in a loop without dots is read back into registers where it stands.)
+    pub fn is_staged_operand(&self, v: ValueId) -> bool {
+        self.pipelines
+            .values()
+            .any(|p| p.loads.iter().any(|l| l.load == v && l.dot.is_some()))
     }
 
     /// Whether operand `operand` of the dot with result `v` is read from a pipeline's buffers
     /// (a stage, or a resident copy written before the loop).
     pub fn operand_staged(&self, v: ValueId, operand: usize) -> bool {
         self.pipelines.values().any(|p| {
-            p.loads.iter().any(|l| l.dot == v && l.operand == operand)
-                || p.resident.iter().any(|l| l.dot == v && l.operand == operand)
+            p.loads.iter().any(|l| l.dot == Some(v) && l.operand == operand)
+                || p.resident.iter().any(|l| l.dot == Some(v) && l.operand == operand)
         })
     }
 
@@ -673,7 +682,10 @@ impl GpuPlan {
                         ),
                         None => String::new(),
                     };
-                    format!("%{} -> {} of dot %{}{how}", s.load.0, ["A", "B"][s.operand], s.dot.0)
+                    match s.dot {
+                        Some(d) => format!("%{} -> {} of dot %{}{how}", s.load.0, ["A", "B"][s.operand], d.0),
+                        None => format!("%{} -> read back in its own layout", s.load.0),
+                    }
                 })
                 .collect();
             let mut in_flight = if l.async_dots.is_empty() {

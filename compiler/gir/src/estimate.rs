@@ -93,7 +93,7 @@ pub fn scratch_uses(k: &Kernel, plan: &GpuPlan, f: &mut dyn FnMut(&Op, u32, bool
         let skipped = op
             .results
             .first()
-            .is_some_and(|r| plan.is_staged(*r) || plan.fused_permutes.contains(r));
+            .is_some_and(|r| plan.is_staged_operand(*r) || plan.fused_permutes.contains(r));
         if !matches!(op.kind, OpKind::If) && !skipped {
             for i in 0..op.operands.len() {
                 let v = op.operands[i];

@@ -30,25 +30,38 @@
 //! A tensor-core operand defined before such a loop (attention's Q) is written to its own
 //! buffer once, before the loop, instead of once per iteration.
 //!
-//! Stage buffers of all pipelined loops form the pipeline region at the start of shared memory;
-//! scratch (conversions, reductions, unpipelined dot operands) lives after it.
+//! A loop without tensor-core dots (a row loop of a memory-bound kernel) pipelines its plain
+//! loads the same way ([`StagedLoad::dot`] is `None`): any `other`, any number of uses, any
+//! layout. Their stages hold the tiles in logical order; where the load stands, each thread
+//! reads its elements back from the stage (after the iteration's wait and barrier) and puts
+//! `other` where the mask is false. Not staged: loads with an eviction hint (cp.async carries
+//! none yet), loads of booleans or pointers, and loads from a buffer the loop also writes
+//! (their value could depend on the loop's own earlier stores; buffers behind different
+//! parameters are taken not to overlap, as everywhere in the language).
+//!
+//! Stage buffers of all pipelined loops form the pipeline region at the start of shared memory
+//! (one after another; loops that stage only plain loads share it); scratch (conversions,
+//! reductions, unpipelined dot operands) lives after it.
 
 use std::collections::{HashMap, HashSet};
 
-use tile_lang::ir::{ConstValue, Kernel, Op, OpKind, Region, ValueId};
+use tile_lang::ir::{ConstValue, DType, Elem, Evict, Kernel, Op, OpKind, Region, ValueId};
 
 use crate::Target;
 use crate::mma::{Instr, MmaPlan};
 use crate::tma::TmaBoxes;
 
-/// A load whose tile is copied ahead into shared memory for a tensor-core `dot`.
+/// A load whose tile is copied ahead into shared memory: for a tensor-core `dot`, or in a loop
+/// without one, to be read back where the load stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StagedLoad {
     /// The load's result.
     pub load: ValueId,
-    /// The result of the `dot` that reads it.
-    pub dot: ValueId,
-    /// 0: the dot's A operand, 1: its B operand.
+    /// The result of the `dot` that reads it; `None`: the tile is laid out in shared memory in
+    /// its logical (row-major) order, and read back into the load's own layout where the load
+    /// stands (each element at its flat index), masked elements replaced by `other`.
+    pub dot: Option<ValueId>,
+    /// 0: the dot's A operand, 1: its B operand (0 when read in place).
     pub operand: usize,
     /// Byte offset of its buffer inside one stage.
     pub offset: u32,
@@ -252,7 +265,7 @@ pub fn plan(
         .into_iter()
         .map(|(op, s)| {
             let p = (s >= 2)
-                .then(|| plan_loop(&op, s, dots, transposed_b, &uses, &consts))
+                .then(|| plan_loop(k, &op, s, dots, transposed_b, &uses, &consts))
                 .flatten();
             (op, p)
         })
@@ -262,6 +275,14 @@ pub fn plan(
         .filter(|(_, p)| p.is_some())
         .map(|(op, _)| op.regions[0].args[0])
         .collect();
+    // Loops that stage only plain loads (no tensor-core operands, so no producer) share one
+    // region: pipelined loops never nest, and each starts with a barrier after which no warp
+    // still reads an earlier loop's stages.
+    let shared = planned
+        .iter()
+        .filter_map(|(_, p)| p.as_ref())
+        .all(|p| p.loads.iter().all(|l| l.dot.is_none()));
+    let mut end = 0u32;
     for (op, p) in planned {
         let Some(mut p) = p else { continue };
         // The innermost loop is pipelined where loops nest (a persistent kernel's tile loop
@@ -276,13 +297,13 @@ pub fn plan(
             continue;
         }
         p.base = base;
-        base += p.bytes().next_multiple_of(align);
+        end = end.max(base + p.bytes().next_multiple_of(align));
+        if !shared {
+            base = end;
+        }
         out.insert(op.regions[0].args[0], p);
     }
-    if base > 0 {
-        base = base.next_multiple_of(align);
-    }
-    (out, base)
+    (out, end.next_multiple_of(align))
 }
 
 /// Gives a producer warpgroup to the first ring loop at the top of `k`'s body, or directly
@@ -351,6 +372,7 @@ pub fn specialize(
 }
 
 fn plan_loop(
+    k: &Kernel,
     op: &Op,
     stages: u32,
     dots: &HashMap<ValueId, MmaPlan>,
@@ -389,7 +411,7 @@ fn plan_loop(
                     roffset = roffset.next_multiple_of(align);
                     resident.push(StagedLoad {
                         load: v,
-                        dot: o.results[0],
+                        dot: Some(o.results[0]),
                         operand,
                         offset: roffset,
                         tma: None,
@@ -423,7 +445,7 @@ fn plan_loop(
             offset = offset.next_multiple_of(align);
             loads.push(StagedLoad {
                 load: v,
-                dot: o.results[0],
+                dot: Some(o.results[0]),
                 operand,
                 offset,
                 tma,
@@ -431,38 +453,50 @@ fn plan_loop(
             offset += bytes;
         }
     }
+    // Plain loads are staged only in loops without dots at any depth (a persistent kernel's tile
+    // loop around a K loop keeps its own loads where they stand).
+    if loads.is_empty() && resident.is_empty() && !holds_dot(body) {
+        let written = written_roots(k, body);
+        for l in &body.ops {
+            let OpKind::Load {
+                evict: Evict::Normal, ..
+            } = l.kind
+            else {
+                continue;
+            };
+            let t = k.ty(l.results[0]);
+            let elem = match t.elem {
+                Elem::Scalar(d) if d != DType::Bool => d,
+                _ => continue,
+            };
+            // `None` (a pointer of unknown origin) may be any buffer the loop writes.
+            let root = root_param(k, l.operands[0]);
+            let aliased = written.iter().any(|w| w.is_none() || root.is_none() || *w == root);
+            if t.is_scalar() || aliased || slice(body, &def, yield_op, &l.operands).is_none() {
+                continue;
+            }
+            offset = offset.next_multiple_of(16);
+            loads.push(StagedLoad {
+                load: l.results[0],
+                dot: None,
+                operand: 0,
+                offset,
+                tma: None,
+            });
+            offset += (t.numel() * elem.bytes()) as u32;
+        }
+    }
     if loads.is_empty() {
         return None;
     }
     // The slice: the body ops computing the loads' pointers and masks, and the next values of
-    // the carried values they read (closed under both).
-    let carried_args: HashMap<ValueId, usize> = body.args[1..].iter().enumerate().map(|(i, a)| (*a, i)).collect();
-    let mut issue: HashSet<usize> = HashSet::new();
-    let mut advance: HashSet<usize> = HashSet::new();
-    let mut carried: HashSet<usize> = HashSet::new();
-    let mut work: Vec<(ValueId, bool)> = Vec::new();
-    for s in &loads {
-        // Pointer, mask and `other`: a copy too narrow for cp.async runs the load itself.
-        let l = &body.ops[def[&s.load]];
-        work.extend(l.operands.iter().map(|v| (*v, true)));
-    }
-    while let Some((v, for_issue)) = work.pop() {
-        if let Some(&j) = carried_args.get(&v) {
-            if carried.insert(j) {
-                work.push((yield_op.operands[j], false));
-            }
-            continue;
-        }
-        let Some(&i) = def.get(&v) else { continue };
-        let set = if for_issue { &mut issue } else { &mut advance };
-        if !set.insert(i) {
-            continue;
-        }
-        if !recomputable(&body.ops[i].kind) {
-            return None;
-        }
-        work.extend(body.ops[i].operands.iter().map(|o| (*o, for_issue)));
-    }
+    // the carried values they read (closed under both). Pointer, mask and `other`: a copy too
+    // narrow for cp.async runs the load itself.
+    let roots: Vec<ValueId> = loads
+        .iter()
+        .flat_map(|s| body.ops[def[&s.load]].operands.iter().copied())
+        .collect();
+    let (issue, advance, carried) = slice(body, &def, yield_op, &roots)?;
     // A wgmma accumulating into a carried value that nothing else reads can stay in flight while
     // the next iteration copies and waits, when stages are left to spare: with 3, copies would
     // run only one iteration ahead (measured slower on the H200 than waiting for each dot), so
@@ -639,17 +673,112 @@ fn pingpong(op: &Op, asked: Option<bool>, warps: u32, dots: &HashMap<ValueId, Mm
         dots.get(&o.results[0])
             .is_some_and(|d| d.instr == Instr::Wgmma && d.warps_m == groups && d.warps_n == 1)
     };
-    fn holds_dot(r: &Region) -> bool {
-        r.ops
-            .iter()
-            .any(|o| matches!(o.kind, OpKind::Dot(_)) || o.regions.iter().any(holds_dot))
-    }
     let mut dots_at_top = body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot(_))).peekable();
     asked == Some(true)
         && groups >= 2
         && dots_at_top.peek().is_some()
         && dots_at_top.all(own_rows)
         && !body.ops.iter().any(|o| o.regions.iter().any(holds_dot))
+}
+
+/// The body ops (indices) that compute `roots` for a later iteration, the ops that compute the
+/// next values of the carried values those read, and the carried values (indices) read; `None`
+/// when one of them cannot be evaluated again ([`recomputable`]).
+fn slice(
+    body: &Region,
+    def: &HashMap<ValueId, usize>,
+    yield_op: &Op,
+    roots: &[ValueId],
+) -> Option<(HashSet<usize>, HashSet<usize>, HashSet<usize>)> {
+    let carried_args: HashMap<ValueId, usize> = body.args[1..].iter().enumerate().map(|(i, a)| (*a, i)).collect();
+    let mut issue: HashSet<usize> = HashSet::new();
+    let mut advance: HashSet<usize> = HashSet::new();
+    let mut carried: HashSet<usize> = HashSet::new();
+    let mut work: Vec<(ValueId, bool)> = roots.iter().map(|v| (*v, true)).collect();
+    while let Some((v, for_issue)) = work.pop() {
+        if let Some(&j) = carried_args.get(&v) {
+            if carried.insert(j) {
+                work.push((yield_op.operands[j], false));
+            }
+            continue;
+        }
+        let Some(&i) = def.get(&v) else { continue };
+        let set = if for_issue { &mut issue } else { &mut advance };
+        if !set.insert(i) {
+            continue;
+        }
+        if !recomputable(&body.ops[i].kind) {
+            return None;
+        }
+        work.extend(body.ops[i].operands.iter().map(|o| (*o, for_issue)));
+    }
+    Some((issue, advance, carried))
+}
+
+/// The kernel parameter a pointer (tile) is computed from, following pointer arithmetic,
+/// shape changes and loop-carried pointers to their initial values; `None` when it comes from
+/// anything else (a `select` between buffers, a loaded pointer).
+pub fn root_param(k: &Kernel, v: ValueId) -> Option<ValueId> {
+    let mut def: HashMap<ValueId, Op> = HashMap::new();
+    let mut carried: HashMap<ValueId, ValueId> = HashMap::new();
+    k.walk(&mut |op| {
+        for r in &op.results {
+            def.insert(*r, op.clone());
+        }
+        if let OpKind::For { .. } = op.kind {
+            for (a, init) in op.regions[0].args[1..].iter().zip(&op.operands[3..]) {
+                carried.insert(*a, *init);
+            }
+        }
+    });
+    let mut v = v;
+    for _ in 0..10_000 {
+        if k.params.iter().any(|p| p.value == v) {
+            return Some(v);
+        }
+        if let Some(init) = carried.get(&v) {
+            v = *init;
+            continue;
+        }
+        let op = def.get(&v)?;
+        match op.kind {
+            OpKind::PtrAdd
+            | OpKind::Broadcast
+            | OpKind::ExpandDims(_)
+            | OpKind::Reshape
+            | OpKind::MultipleOf(_)
+            | OpKind::MaxContiguous(_) => v = op.operands[0],
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The buffers (by [`root_param`]) that `body` writes, its nested regions included.
+fn written_roots(k: &Kernel, body: &Region) -> Vec<Option<ValueId>> {
+    fn go(k: &Kernel, r: &Region, out: &mut Vec<Option<ValueId>>) {
+        for op in &r.ops {
+            if matches!(
+                op.kind,
+                OpKind::Store { .. } | OpKind::StoreBlock { .. } | OpKind::Atomic { .. } | OpKind::AtomicCas { .. }
+            ) {
+                out.push(root_param(k, op.operands[0]));
+            }
+            for sub in &op.regions {
+                go(k, sub, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(k, body, &mut out);
+    out
+}
+
+/// Whether a dot sits in `r`, at any depth.
+fn holds_dot(r: &Region) -> bool {
+    r.ops
+        .iter()
+        .any(|o| matches!(o.kind, OpKind::Dot(_)) || o.regions.iter().any(holds_dot))
 }
 
 /// Ops the lowering may evaluate again for a later iteration: pure, without regions, touching

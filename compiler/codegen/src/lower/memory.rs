@@ -170,7 +170,63 @@ impl<'c> Lowering<'c, '_> {
         Ok(Some((format!(".L1::{name}.L2::cache_hint"), policy)))
     }
 
+    /// The elements each `cp.async` of a load staged in place copies: the widest run of the
+    /// load's layout whose addresses the facts prove consecutive and aligned, of 4 to 16 bytes;
+    /// `None` when narrower (the load then runs where it stands, its stage unused).
+    pub(super) fn staged_run(&self, op: &Op) -> Option<usize> {
+        let OpKind::Load { mask, .. } = op.kind else {
+            return None;
+        };
+        let e = self.k.ty(op.results[0]).elem;
+        let lay = self.access_layout(op);
+        let w = self.vector_width_in(op.operands[0], mask.then(|| op.operands[1]), e, lay.as_ref(), false);
+        (w as u32 * Self::smem_size(e) >= 4).then_some(w)
+    }
+
+    /// A load a pipelined loop copied into the stage at `at` (`StagedLoad::dot` is `None`): each
+    /// thread reads its elements of the load's layout from their flat indices, a run at a time,
+    /// and takes `other` where the mask is false (the copy zero-filled those).
+    fn load_staged(&mut self, op: &Op, at: IntValue<'c>, run: usize, mask: bool, other: bool) -> R<()> {
+        let v = op.results[0];
+        let e = self.k.ty(v).elem;
+        let esz = Self::smem_size(e);
+        let lay = self.lin(v);
+        let masks = mask.then(|| self.elems(op.operands[1]));
+        let others = other.then(|| self.elems(op.operands[1 + mask as usize]));
+        let part = self.thread_part(&lay)?;
+        let one = |xs: &Vec<BasicValueEnum<'c>>, i: usize| xs[i.min(xs.len() - 1)];
+        let mut out = Vec::with_capacity(lay.regs());
+        for g in 0..lay.regs() / run {
+            let p = self.smem_elem_at(self.at(part, lay.reg_part(g * run))?, esz, at)?;
+            let vt = match self.ty(e) {
+                BasicTypeEnum::IntType(t) => t.vec_type(run as u32),
+                BasicTypeEnum::FloatType(t) => t.vec_type(run as u32),
+                _ => unreachable!("only numeric loads are staged"),
+            };
+            let ld = llvm(self.b.build_load(vt, p, ""))?;
+            if let Some(inst) = ld.as_instruction_value() {
+                let _ = inst.set_alignment(run as u32 * esz);
+            }
+            for j in 0..run {
+                let i = g * run + j;
+                let x = llvm(self.b.build_extract_element(ld.into_vector_value(), self.i32c(j as u64), ""))?;
+                let x = match (&masks, &others) {
+                    (Some(m), Some(o)) => llvm(self.b.build_select(one(m, i).into_int_value(), x, one(o, i), ""))?,
+                    _ => x,
+                };
+                out.push(x);
+            }
+        }
+        self.set_elems(v, out);
+        Ok(())
+    }
+
     pub(super) fn load(&mut self, op: &Op, mask: bool, other: bool, evict: Evict) -> R<()> {
+        if let Some(at) = self.staged.get(&op.results[0]).copied()
+            && let Some(run) = self.staged_run(op)
+        {
+            return self.load_staged(op, at, run, mask, other);
+        }
         let rt = self.k.ty(op.results[0]).clone();
         let e = rt.elem;
         let ptrs = self.elems(op.operands[0]);

@@ -286,12 +286,11 @@ impl<'c> Lowering<'c, '_> {
                     .map(|i| self.operand_in(op, i, yields_to))
                     .collect();
             }
-            // Loads a pipeline copied ahead, and transpositions a dot reads through, are not
-            // lowered here.
-            if op
-                .results
-                .first()
-                .is_some_and(|r| self.staged.contains_key(r) || self.plan.fused_permutes.contains(r))
+            // Loads a pipeline copied ahead for a dot, and transpositions a dot reads through,
+            // are not lowered here (a load staged in place is read back from its stage).
+            if op.results.first().is_some_and(|r| {
+                (self.staged.contains_key(r) && self.plan.is_staged_operand(*r)) || self.plan.fused_permutes.contains(r)
+            })
             {
                 continue;
             }

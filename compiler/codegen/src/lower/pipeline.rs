@@ -76,8 +76,8 @@ impl<'c> Lowering<'c, '_> {
         let s = pl.stages;
         // Operands wgmma reads (through the async proxy) are fenced after they land.
         let wgmma = pl.loads.iter().chain(&pl.resident).any(|ld| {
-            self.plan
-                .mma(ld.dot)
+            ld.dot
+                .and_then(|d| self.plan.mma(d))
                 .is_some_and(|p| p.instr == tile_gir::mma::Instr::Wgmma)
         });
         let tma = pl.tma();
@@ -96,12 +96,9 @@ impl<'c> Lowering<'c, '_> {
         }
         // Operands from before the loop: written once.
         for r in &pl.resident {
-            let plan = self
-                .plan
-                .mma(r.dot)
-                .expect("resident operands feed tensor-core dots")
-                .clone();
-            let swz = self.operand_swizzle(&plan, r.dot, r.operand);
+            let dot = r.dot.expect("resident operands feed tensor-core dots");
+            let plan = self.plan.mma(dot).expect("resident operands feed tensor-core dots").clone();
+            let swz = self.operand_swizzle(&plan, dot, r.operand);
             let at = self.i32c(pl.resident_addr(r) as u64);
             self.operand_to_smem_at(r.load, &swz, at)?;
         }
@@ -736,13 +733,13 @@ impl<'c> Lowering<'c, '_> {
             .collect();
         for ld in pl.loads.iter().filter(|l| l.tma.is_none()) {
             let lop = defs[&ld.load];
-            let plan = self
-                .plan
-                .mma(ld.dot)
-                .expect("staged loads feed tensor-core dots")
-                .clone();
-            let swz = self.operand_swizzle(&plan, ld.dot, ld.operand);
             let base = self.stage_addr(pl, stage, ld.offset)?;
+            let Some(dot) = ld.dot else {
+                self.issue_in_place(lop, base, in_range)?;
+                continue;
+            };
+            let plan = self.plan.mma(dot).expect("staged loads feed tensor-core dots").clone();
+            let swz = self.operand_swizzle(&plan, dot, ld.operand);
             let t = self.k.ty(ld.load).clone();
             let has_mask = matches!(lop.kind, OpKind::Load { mask: true, .. });
             let mask_v = has_mask.then(|| lop.operands[1]);
@@ -855,6 +852,42 @@ impl<'c> Lowering<'c, '_> {
                 }
                 Ok(())
             })?;
+        }
+        Ok(())
+    }
+
+    /// Copies a load staged in place (`StagedLoad::dot` is `None`) into the stage at `base`: each
+    /// owner of a run of the load's layout copies it with one `cp.async` to the run's flat index
+    /// (zero-filled where masked off or past the loop's end, `in_range` false). A load too
+    /// narrow for cp.async ([`Self::staged_run`]) is left to run where it stands.
+    fn issue_in_place(&mut self, lop: &Op, base: IntValue<'c>, in_range: IntValue<'c>) -> R<()> {
+        let Some(run) = self.staged_run(lop) else {
+            return Ok(());
+        };
+        let OpKind::Load { mask, .. } = lop.kind else {
+            unreachable!("only loads are staged")
+        };
+        let v = lop.results[0];
+        let esz = Self::smem_size(self.k.ty(v).elem);
+        let lay = self.lin(v);
+        let saved = self.prepare_operands(lop)?;
+        let ptrs = self.elems(lop.operands[0]);
+        let masks = mask.then(|| self.elems(lop.operands[1]));
+        let part = self.thread_part(&lay)?;
+        let own = self.owns(&lay)?;
+        self.when(own, |l| {
+            for g in 0..ptrs.len() / run {
+                let dst = l.smem_elem_at(l.at(part, lay.reg_part(g * run))?, esz, base)?;
+                let ok = match &masks {
+                    Some(m) => llvm(l.b.build_and(m[(g * run).min(m.len() - 1)].into_int_value(), in_range, ""))?,
+                    None => in_range,
+                };
+                l.cp_async(dst, ptrs[g * run], run as u32 * esz, ok)?;
+            }
+            Ok(())
+        })?;
+        for (v, r) in saved {
+            self.vals.insert(v, r);
         }
         Ok(())
     }

@@ -295,11 +295,11 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         }
         _ => {}
     });
-    // Tiles a pipeline copies to shared memory (by cp.async or the TMA engine) never live in
-    // registers.
+    // Tiles a pipeline copies to shared memory (by cp.async or the TMA engine) for a dot never
+    // live in registers.
     let mut staged = HashSet::new();
     k.walk(&mut |op| {
-        if matches!(op.kind, OpKind::Load { .. } | OpKind::LoadBlock { .. }) && plan.is_staged(op.results[0]) {
+        if matches!(op.kind, OpKind::Load { .. } | OpKind::LoadBlock { .. }) && plan.is_staged_operand(op.results[0]) {
             staged.insert(op.results[0]);
         }
     });
