@@ -252,20 +252,31 @@ pub fn plan(
     });
     let mut out = HashMap::new();
     let mut base = 0u32;
-    let mut loops = Vec::new();
-    k.walk(&mut |op| {
-        if let OpKind::For { stages: s, .. } = op.kind {
-            loops.push((op.clone(), s.unwrap_or(stages)));
+    // Each loop, its stages, and whether plain loads may be staged in it: not inside a loop
+    // that holds a dot (staging an inner loop would take the pipelining from the outer one).
+    fn collect(r: &Region, stages: u32, in_dot_loop: bool, out: &mut Vec<(Op, u32, bool)>) {
+        for op in &r.ops {
+            let mut inner = in_dot_loop;
+            if let OpKind::For { stages: s, .. } = op.kind {
+                out.push((op.clone(), s.unwrap_or(stages), !in_dot_loop));
+                inner |= holds_dot(&op.regions[0]);
+            }
+            for sub in &op.regions {
+                collect(sub, stages, inner, out);
+            }
         }
-    });
+    }
+    let mut loops = Vec::new();
+    collect(&k.body, stages, false, &mut loops);
+    let origins = Origins::of(k);
     // wgmma reads its operands by descriptors whose swizzle acts on absolute address bits:
     // every buffer (and the scratch after the region) starts on its alignment.
     let align = dots.values().map(|d| d.smem_align()).max().unwrap_or(16);
     let planned: Vec<(Op, Option<LoopPipeline>)> = loops
         .into_iter()
-        .map(|(op, s)| {
+        .map(|(op, s, plain)| {
             let p = (s >= 2)
-                .then(|| plan_loop(k, &op, s, dots, transposed_b, &uses, &consts))
+                .then(|| plan_loop(k, &op, s, dots, transposed_b, &uses, &consts, plain.then_some(&origins)))
                 .flatten();
             (op, p)
         })
@@ -379,6 +390,7 @@ fn plan_loop(
     transposed_b: &HashMap<ValueId, ValueId>,
     uses: &HashMap<ValueId, usize>,
     zero: &HashMap<ValueId, bool>,
+    plain: Option<&Origins>,
 ) -> Option<LoopPipeline> {
     let body = &op.regions[0];
     let yield_op = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield))?;
@@ -454,9 +466,9 @@ fn plan_loop(
         }
     }
     // Plain loads are staged only in loops without dots at any depth (a persistent kernel's tile
-    // loop around a K loop keeps its own loads where they stand).
-    if loads.is_empty() && resident.is_empty() && !holds_dot(body) {
-        let written = written_roots(k, body);
+    // loop around a K loop keeps its own loads where they stand), and not inside one.
+    if let Some(origins) = plain.filter(|_| loads.is_empty() && resident.is_empty() && !holds_dot(body)) {
+        let written = origins.written(body);
         for l in &body.ops {
             let OpKind::Load {
                 evict: Evict::Normal, ..
@@ -470,7 +482,7 @@ fn plan_loop(
                 _ => continue,
             };
             // `None` (a pointer of unknown origin) may be any buffer the loop writes.
-            let root = root_param(k, l.operands[0]);
+            let root = origins.root(l.operands[0]);
             let aliased = written.iter().any(|w| w.is_none() || root.is_none() || *w == root);
             if t.is_scalar() || aliased || slice(body, &def, yield_op, &l.operands).is_none() {
                 continue;
@@ -715,63 +727,91 @@ fn slice(
     Some((issue, advance, carried))
 }
 
-/// The kernel parameter a pointer (tile) is computed from, following pointer arithmetic,
-/// shape changes and loop-carried pointers to their initial values; `None` when it comes from
-/// anything else (a `select` between buffers, a loaded pointer).
-pub fn root_param(k: &Kernel, v: ValueId) -> Option<ValueId> {
-    let mut def: HashMap<ValueId, Op> = HashMap::new();
-    let mut carried: HashMap<ValueId, ValueId> = HashMap::new();
-    k.walk(&mut |op| {
-        for r in &op.results {
-            def.insert(*r, op.clone());
-        }
-        if let OpKind::For { .. } = op.kind {
-            for (a, init) in op.regions[0].args[1..].iter().zip(&op.operands[3..]) {
-                carried.insert(*a, *init);
-            }
-        }
-    });
-    let mut v = v;
-    for _ in 0..10_000 {
-        if k.params.iter().any(|p| p.value == v) {
-            return Some(v);
-        }
-        if let Some(init) = carried.get(&v) {
-            v = *init;
-            continue;
-        }
-        let op = def.get(&v)?;
-        match op.kind {
-            OpKind::PtrAdd
-            | OpKind::Broadcast
-            | OpKind::ExpandDims(_)
-            | OpKind::Reshape
-            | OpKind::MultipleOf(_)
-            | OpKind::MaxContiguous(_) => v = op.operands[0],
-            _ => return None,
-        }
-    }
-    None
+/// Where pointers come from: each value's source through pointer arithmetic and shape changes,
+/// and every value a loop-carried pointer takes (its initial value and what the body yields),
+/// built once per kernel.
+struct Origins {
+    /// The operand a pointer-preserving op passes on (`None`: any other op).
+    through: HashMap<ValueId, Option<ValueId>>,
+    /// A loop's carried argument: its initial value and the value the body yields for it.
+    carried: HashMap<ValueId, [ValueId; 2]>,
+    params: HashSet<ValueId>,
 }
 
-/// The buffers (by [`root_param`]) that `body` writes, its nested regions included.
-fn written_roots(k: &Kernel, body: &Region) -> Vec<Option<ValueId>> {
-    fn go(k: &Kernel, r: &Region, out: &mut Vec<Option<ValueId>>) {
-        for op in &r.ops {
-            if matches!(
+impl Origins {
+    fn of(k: &Kernel) -> Self {
+        let mut through = HashMap::new();
+        let mut carried = HashMap::new();
+        k.walk(&mut |op| {
+            let passes = matches!(
                 op.kind,
-                OpKind::Store { .. } | OpKind::StoreBlock { .. } | OpKind::Atomic { .. } | OpKind::AtomicCas { .. }
-            ) {
-                out.push(root_param(k, op.operands[0]));
+                OpKind::PtrAdd
+                    | OpKind::Broadcast
+                    | OpKind::ExpandDims(_)
+                    | OpKind::Reshape
+                    | OpKind::MultipleOf(_)
+                    | OpKind::MaxContiguous(_)
+            );
+            for r in &op.results {
+                through.insert(*r, passes.then(|| op.operands[0]));
             }
-            for sub in &op.regions {
-                go(k, sub, out);
+            if let OpKind::For { .. } = op.kind {
+                let body = &op.regions[0];
+                if let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) {
+                    for (j, a) in body.args[1..].iter().enumerate() {
+                        carried.insert(*a, [op.operands[3 + j], y.operands[j]]);
+                    }
+                }
             }
+        });
+        Origins {
+            through,
+            carried,
+            params: k.params.iter().map(|p| p.value).collect(),
         }
     }
-    let mut out = Vec::new();
-    go(k, body, &mut out);
-    out
+
+    /// The kernel parameter a pointer (tile) is computed from; `None` when it comes from
+    /// anything else (a `select` between buffers, a loaded pointer), or is carried by a loop
+    /// and takes values from more than one parameter.
+    fn root(&self, v: ValueId) -> Option<ValueId> {
+        let mut seen = HashSet::new();
+        let mut found = HashSet::new();
+        let mut work = vec![v];
+        while let Some(v) = work.pop() {
+            if !seen.insert(v) {
+                continue;
+            }
+            if self.params.contains(&v) {
+                found.insert(v);
+            } else if let Some(both) = self.carried.get(&v) {
+                work.extend(both);
+            } else {
+                work.push(self.through.get(&v).copied().flatten()?);
+            }
+        }
+        (found.len() == 1).then(|| *found.iter().next().expect("one root"))
+    }
+
+    /// The buffers (by [`Self::root`]) that `body` writes, its nested regions included.
+    fn written(&self, body: &Region) -> Vec<Option<ValueId>> {
+        fn go(o: &Origins, r: &Region, out: &mut Vec<Option<ValueId>>) {
+            for op in &r.ops {
+                if matches!(
+                    op.kind,
+                    OpKind::Store { .. } | OpKind::StoreBlock { .. } | OpKind::Atomic { .. } | OpKind::AtomicCas { .. }
+                ) {
+                    out.push(o.root(op.operands[0]));
+                }
+                for sub in &op.regions {
+                    go(o, sub, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        go(self, body, &mut out);
+        out
+    }
 }
 
 /// Whether a dot sits in `r`, at any depth.
