@@ -1,7 +1,7 @@
 //! `tilec tune FILE`: for each run spec with `bench(..)` sizes, tunes its kernel on the largest
 //! bench case (each of its constant sets, e.g. one per dtype) with `tile_jit::tune`: the
 //! model's choice and its time, each timed candidate, the winner (cached on disk). With
-//! `--all-candidates` every feasible candidate is timed (the exhaustive sweep docs/optimizer.md
+//! `--all-candidates` every feasible (or near-budget) candidate is timed (the exhaustive sweep docs/optimizer.md
 //! compares the static choice with) and a summary line per case is printed.
 
 use std::io::Write;
@@ -25,7 +25,7 @@ pub(crate) struct TuneArgs {
     /// Time the model's N best candidates.
     #[arg(long, default_value_t = 4)]
     top_k: usize,
-    /// Time every feasible candidate (an exhaustive sweep; ignores a cached winner).
+    /// Time every feasible candidate, and those just over the register budget (an exhaustive sweep; ignores a cached winner).
     #[arg(long)]
     all_candidates: bool,
     /// Time again even when a winner is cached.
