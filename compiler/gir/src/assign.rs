@@ -200,8 +200,6 @@ impl GpuPlan {
             }
         }
         p.reduction_slot = crate::estimate::reduction_slot(k, &p);
-        // Scratch after the pipelined loops reuses their buffers only when the kernel would not
-        // fit otherwise.
         // Row loops (staging only plain loads) whose stages and the scratch used beside them do
         // not fit in shared memory run unpipelined: their stages speed them up, nothing needs them.
         if p.pipeline_bytes > 0 && p.pipelines.values().all(|l| l.loads.iter().all(|s| s.dot.is_none())) {
@@ -212,6 +210,8 @@ impl GpuPlan {
                 p.reduction_slot = crate::estimate::reduction_slot(k, &p);
             }
         }
+        // Scratch after the pipelined loops reuses their buffers only when the kernel would not
+        // fit otherwise.
         if p.pipeline_bytes > 0 {
             let (inside, outside) = crate::estimate::scratch_needs(k, &p);
             p.alias_scratch = p.pipeline_bytes + inside.max(outside) > target.max_smem_per_block
