@@ -353,7 +353,12 @@ fn bench_rounds_keep_each_case_s_median_round() {
         dtype: "f32".into(),
         ..timed("a", "n=1", ms)
     };
-    let m = tilec::median_rounds(vec![f32_case(3.0), timed("a", "n=1", 1.0), f32_case(3.2), timed("a", "n=1", 1.1)]);
+    let m = tilec::median_rounds(vec![
+        f32_case(3.0),
+        timed("a", "n=1", 1.0),
+        f32_case(3.2),
+        timed("a", "n=1", 1.1),
+    ]);
     let got: Vec<(&str, Vec<f64>)> = m.iter().map(|r| (r.dtype.as_str(), r.rounds_ms.clone())).collect();
     assert_eq!(got, vec![("f32", vec![3.0, 3.2]), ("bf16", vec![1.0, 1.1])]);
 }

@@ -539,8 +539,7 @@ pub fn median_rounds(results: Vec<BenchResult>) -> Vec<BenchResult> {
     for r in results {
         match cases.iter_mut().find(|c| {
             c[0].kernel == r.kernel && c[0].dtype == r.dtype && c[0].label == r.label && c[0].config == r.config
-        })
-        {
+        }) {
             Some(c) => c.push(r),
             None => cases.push(vec![r]),
         }

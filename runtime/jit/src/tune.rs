@@ -1068,7 +1068,10 @@ mod tests {
         let all = shortlist(&choice, None);
         assert_eq!(all[0], choice.chosen);
         let near = choice.candidates.iter().filter(|c| near_budget(c)).count();
-        assert_eq!(all.len(), choice.candidates.iter().filter(|c| c.feasible()).count() + near);
+        assert_eq!(
+            all.len(),
+            choice.candidates.iter().filter(|c| c.feasible()).count() + near
+        );
         let times: Vec<f64> = all[1..]
             .iter()
             .map(|&i| choice.candidates[i].estimate.as_ref().unwrap().time_s)
@@ -1089,7 +1092,10 @@ mod tests {
         let choice = config::choose_on(src, &file, "k", &Pins::default(), &desc, None).unwrap();
         let order = shortlist(&choice, None);
         let feasible = choice.candidates.iter().filter(|c| c.feasible()).count();
-        assert!(order[..feasible].iter().all(|&i| choice.candidates[i].feasible()), "{order:?}");
+        assert!(
+            order[..feasible].iter().all(|&i| choice.candidates[i].feasible()),
+            "{order:?}"
+        );
         for &i in &order[feasible..] {
             assert!(near_budget(&choice.candidates[i]), "{:?}", choice.candidates[i].verdict);
         }

@@ -209,7 +209,10 @@ impl<'c> Lowering<'c, '_> {
             }
             for j in 0..run {
                 let i = g * run + j;
-                let x = llvm(self.b.build_extract_element(ld.into_vector_value(), self.i32c(j as u64), ""))?;
+                let x = llvm(
+                    self.b
+                        .build_extract_element(ld.into_vector_value(), self.i32c(j as u64), ""),
+                )?;
                 let x = match (&masks, &others) {
                     (Some(m), Some(o)) => llvm(self.b.build_select(one(m, i).into_int_value(), x, one(o, i), ""))?,
                     _ => x,

@@ -290,8 +290,7 @@ impl<'c> Lowering<'c, '_> {
             // are not lowered here (a load staged in place is read back from its stage).
             if op.results.first().is_some_and(|r| {
                 (self.staged.contains_key(r) && self.plan.is_staged_operand(*r)) || self.plan.fused_permutes.contains(r)
-            })
-            {
+            }) {
                 continue;
             }
             let saved = self.prepare_operands(op)?;

@@ -97,7 +97,11 @@ impl<'c> Lowering<'c, '_> {
         // Operands from before the loop: written once.
         for r in &pl.resident {
             let dot = r.dot.expect("resident operands feed tensor-core dots");
-            let plan = self.plan.mma(dot).expect("resident operands feed tensor-core dots").clone();
+            let plan = self
+                .plan
+                .mma(dot)
+                .expect("resident operands feed tensor-core dots")
+                .clone();
             let swz = self.operand_swizzle(&plan, dot, r.operand);
             let at = self.i32c(pl.resident_addr(r) as u64);
             self.operand_to_smem_at(r.load, &swz, at)?;
@@ -751,19 +755,7 @@ impl<'c> Lowering<'c, '_> {
                 let ptrs = self.elems(lop.operands[0]);
                 let masks = mask_v.map(|m| self.elems(m));
                 let phys = lay.then(&swz.map());
-                let part = self.thread_part(&phys)?;
-                let own = self.owns(&lay)?;
-                self.when(own, |l| {
-                    for g in 0..ptrs.len() / run {
-                        let dst = l.smem_elem_at(l.at(part, phys.reg_part(g * run))?, esz, base)?;
-                        let ok = match &masks {
-                            Some(m) => llvm(l.b.build_and(m[g * run].into_int_value(), in_range, ""))?,
-                            None => in_range,
-                        };
-                        l.cp_async(dst, ptrs[g * run], run as u32 * esz, ok)?;
-                    }
-                    Ok(())
-                })?;
+                self.copy_runs(&lay, &phys, &ptrs, masks.as_deref(), run, esz, base, in_range)?;
             } else {
                 // Too narrow for cp.async: an ordinary load, then a store into the stage.
                 let saved = self.prepare_operands(lop)?;
@@ -873,23 +865,42 @@ impl<'c> Lowering<'c, '_> {
         let saved = self.prepare_operands(lop)?;
         let ptrs = self.elems(lop.operands[0]);
         let masks = mask.then(|| self.elems(lop.operands[1]));
-        let part = self.thread_part(&lay)?;
-        let own = self.owns(&lay)?;
+        self.copy_runs(&lay, &lay, &ptrs, masks.as_deref(), run, esz, base, in_range)?;
+        for (v, r) in saved {
+            self.vals.insert(v, r);
+        }
+        Ok(())
+    }
+
+    /// One `cp.async` of `run` elements (of `esz` bytes) per run of a tile in layout `lay` whose
+    /// pointers are `ptrs`, by the threads owning them, to the run's element in the stage at
+    /// `base` as `phys` places it (`lay` itself, or composed with a swizzle); zero-filled where
+    /// the mask (one value per run, or a scalar) is false or the iteration is past the end.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_runs(
+        &mut self,
+        lay: &LinearLayout,
+        phys: &LinearLayout,
+        ptrs: &[BasicValueEnum<'c>],
+        masks: Option<&[BasicValueEnum<'c>]>,
+        run: usize,
+        esz: u32,
+        base: IntValue<'c>,
+        in_range: IntValue<'c>,
+    ) -> R<()> {
+        let part = self.thread_part(phys)?;
+        let own = self.owns(lay)?;
         self.when(own, |l| {
             for g in 0..ptrs.len() / run {
-                let dst = l.smem_elem_at(l.at(part, lay.reg_part(g * run))?, esz, base)?;
-                let ok = match &masks {
+                let dst = l.smem_elem_at(l.at(part, phys.reg_part(g * run))?, esz, base)?;
+                let ok = match masks {
                     Some(m) => llvm(l.b.build_and(m[(g * run).min(m.len() - 1)].into_int_value(), in_range, ""))?,
                     None => in_range,
                 };
                 l.cp_async(dst, ptrs[g * run], run as u32 * esz, ok)?;
             }
             Ok(())
-        })?;
-        for (v, r) in saved {
-            self.vals.insert(v, r);
-        }
-        Ok(())
+        })
     }
 
     /// Whether the kernel stores a tile through the TMA engine (`tile_gir::tma::prepare`).
