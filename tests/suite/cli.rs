@@ -262,6 +262,18 @@ fn tune_needs_a_gpu() {
             && err.contains("the kernels that have one: vector_add"),
         "{err}"
     );
+    // A pin that no bench case has (softmax's cases take T from [f32, bf16]) is refused before
+    // the GPU; a pin of a tunable (BLOCK) excludes no case.
+    let file = path("dsl-examples/softmax.tile");
+    let (code, _, err) = tilec(&["tune", &file, "--kernel", "softmax", "-D", "T=f16"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("no bench case of softmax has the pinned values (T=f16)"),
+        "{err}"
+    );
+    let (code, _, err) = tilec(&["tune", &file, "--kernel", "softmax", "-D", "T=bf16", "-D", "BLOCK=4096"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no CUDA driver"), "{err}");
 }
 
 #[test]

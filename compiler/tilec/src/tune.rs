@@ -81,6 +81,32 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
         )?;
         return Ok(1);
     }
+    // Each spec's cases to tune: its largest bench size (by product), every constant set at that
+    // size. A `-D` pin of a constant the case fixes (`T: [f32, bf16]`) keeps only the cases with
+    // the pinned value (the others would time the pinned kernel again under their own labels).
+    let mut chosen = Vec::new();
+    for s in &specs {
+        let cases = spec::bench_cases(s).map_err(|d| anyhow::anyhow!("{}", d.message))?;
+        let cases: Vec<_> = cases
+            .into_iter()
+            .filter(|c| agrees(&ast, &s.kernel, &pins, c))
+            .collect();
+        let size = |c: &spec::Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
+        let max = cases.iter().map(size).fold(0.0, f64::max);
+        let cases: Vec<_> = cases.into_iter().filter(|c| size(c) == max).collect();
+        if !cases.is_empty() {
+            chosen.push((s, cases));
+        }
+    }
+    if chosen.is_empty() {
+        writeln!(
+            err,
+            "error: no bench case of {} has the pinned values ({}); pin a value the run specs' `consts(..)` list, or leave it unpinned",
+            specs.iter().map(|s| s.kernel.as_str()).collect::<Vec<_>>().join(", "),
+            a.defines.join(", ")
+        )?;
+        return Ok(1);
+    }
     let gpu = Gpu::new(0).map_err(|e| anyhow::anyhow!("{e}; `tilec tune` times kernels on a GPU"))?;
     let cc = gpu.compute_capability()?;
     writeln!(
@@ -114,12 +140,8 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
         }
         Ok(())
     };
-    for s in &specs {
-        let cases = spec::bench_cases(s).map_err(|d| anyhow::anyhow!("{}", d.message))?;
-        // The largest size (by product); every constant set at that size.
-        let size = |c: &spec::Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
-        let max = cases.iter().map(size).fold(0.0, f64::max);
-        for case in cases.iter().filter(|c| size(c) == max) {
+    for (s, cases) in &chosen {
+        for case in cases {
             let req = TuneRequest {
                 source: &src.text,
                 kernel: &s.kernel,
@@ -236,4 +258,13 @@ fn json_record(kernel: &str, case: &spec::Case, t: &Tuned) -> serde_json::Value 
         "key": t.key.hex(),
         "candidates": cands,
     })
+}
+
+/// Whether every constant that `case` fixes for tuning (dtypes and values that are not
+/// candidates: `tune::case_pins`) has the pinned value where `pins` names it.
+fn agrees(file: &tile_lang::syntax::ast::File, kernel: &str, pins: &Pins, case: &spec::Case) -> bool {
+    let fixed = tune::case_pins(file, kernel, &Pins::default(), case);
+    pins.consts
+        .iter()
+        .all(|(name, v)| fixed.consts.iter().all(|(n, cv)| n != name || cv == v))
 }
