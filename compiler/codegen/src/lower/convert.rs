@@ -24,8 +24,17 @@ impl<'c> Lowering<'c, '_> {
             // `for` converts its initial values itself; `if` reads a scalar.
             return Ok(Vec::new());
         }
+        self.prepare_some(op, 0..op.operands.len())
+    }
+
+    /// [`Self::prepare_operands`] for operands `which` of `op` only.
+    pub(super) fn prepare_some(
+        &mut self,
+        op: &Op,
+        which: impl IntoIterator<Item = usize>,
+    ) -> R<Vec<(ValueId, Repr<'c>)>> {
         let mut saved = Vec::new();
-        for i in 0..op.operands.len() {
+        for i in which {
             let v = op.operands[i];
             if saved.iter().any(|(s, _)| *s == v) {
                 continue;

@@ -862,7 +862,8 @@ impl<'c> Lowering<'c, '_> {
         let v = lop.results[0];
         let esz = Self::smem_size(self.k.ty(v).elem);
         let lay = self.lin(v);
-        let saved = self.prepare_operands(lop)?;
+        // The pointers and the mask; `other` is applied where the load is read back.
+        let saved = self.prepare_some(lop, 0..if mask { 2 } else { 1 })?;
         let ptrs = self.elems(lop.operands[0]);
         let masks = mask.then(|| self.elems(lop.operands[1]));
         self.copy_runs(&lay, &lay, &ptrs, masks.as_deref(), run, esz, base, in_range)?;
