@@ -48,9 +48,6 @@ pub struct GpuPlan {
     pub pipelines: HashMap<ValueId, LoopPipeline>,
     /// Bytes of shared memory all pipelined loops' stage buffers take (at its start).
     pub pipeline_bytes: u32,
-    /// Loops whose lowering runs several copies of the body per iteration, by their body's
-    /// index argument ([`crate::unroll`]).
-    pub unrolled: HashMap<ValueId, u32>,
     /// Whether scratch outside pipelined loops starts at 0, over their dead buffers (see
     /// [`GpuPlan::scratch_base`]).
     pub alias_scratch: bool,
@@ -223,7 +220,6 @@ impl GpuPlan {
             let smem = crate::estimate::smem_bytes_in(k, &p);
             crate::pipeline::specialize(k, &mut p.pipelines, &mmas, warps, target, smem, p.alias_scratch);
         }
-        p.unrolled = crate::unroll::plan(k, &p.pipelines);
         p
     }
 
@@ -740,15 +736,6 @@ impl GpuPlan {
                 },
                 l.ahead,
                 loads.join(", ")
-            );
-        }
-        let mut unrolled: Vec<_> = self.unrolled.iter().collect();
-        unrolled.sort_by_key(|(v, _)| v.0);
-        for (iv, n) in unrolled {
-            let _ = writeln!(
-                s,
-                "  loop %{}: {n} copies of the body an iteration, then a remainder loop (their loads issued together)",
-                iv.0
             );
         }
         let mut groups: Vec<(&LinearLayout, Vec<u32>)> = Vec::new();

@@ -1,8 +1,8 @@
 //! The GPU stage's data, with no LLVM inside: the targets and their limits, layouts as linear
 //! maps over GF(2) (`linear`), the chunked blocked layout (`layout`), tensor-core plans for `dot`
 //! with their fragment, shared-memory and `ldmatrix` layouts (`mma`), which loops copy their
-//! tensor-core operands ahead with `cp.async` (`pipeline`), which plain loops run several
-//! copies of their body per iteration (`unroll`), the layout each tile of a kernel gets (`assign`), and the resources a kernel's lowering will need (`estimate`). The
+//! tensor-core operands ahead with `cp.async` (`pipeline`), the layout each tile of a
+//! kernel gets (`assign`), and the resources a kernel's lowering will need (`estimate`). The
 //! optimizer chooses configurations from these; the code generator lowers by them.
 
 pub mod assign;
@@ -12,7 +12,6 @@ pub mod linear;
 pub mod mma;
 pub mod pipeline;
 pub mod tma;
-pub mod unroll;
 
 /// A target name that is not one of [`TARGETS`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -23,32 +23,6 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
-    /// How many iterations `for i in (lo..hi).step_by(step)` runs, in the bounds' type: the
-    /// difference `hi - lo` is exact as an unsigned number whenever `lo < hi`, so the count
-    /// cannot overflow. A step that is not positive at run time (the checker refuses constant
-    /// ones, the interpreter stops on the others) runs no iterations.
-    pub(super) fn trip_count(
-        &self,
-        lo: IntValue<'c>,
-        hi: IntValue<'c>,
-        step: IntValue<'c>,
-        signed: bool,
-    ) -> R<IntValue<'c>> {
-        let ty = lo.get_type();
-        let (zero, one) = (ty.const_zero(), ty.const_int(1, false));
-        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
-        let runs = llvm(self.b.build_int_compare(pred, lo, hi, "runs"))?;
-        let up = if signed { IntPredicate::SGT } else { IntPredicate::NE };
-        let step_ok = llvm(self.b.build_int_compare(up, step, zero, "step_ok"))?;
-        let runs = llvm(self.b.build_and(runs, step_ok, ""))?;
-        let by = llvm(self.b.build_select(step_ok, step, one, ""))?.into_int_value();
-        let d = llvm(self.b.build_int_sub(hi, lo, ""))?;
-        let d = llvm(self.b.build_int_sub(d, one, ""))?;
-        let q = llvm(self.b.build_int_unsigned_div(d, by, ""))?;
-        let n = llvm(self.b.build_int_add(q, one, "trips"))?;
-        Ok(llvm(self.b.build_select(runs, n, zero, ""))?.into_int_value())
-    }
-
     /// A counted loop `for i in lo..hi step` carrying `inits`; `body` returns the next values.
     #[allow(clippy::type_complexity)]
     pub(super) fn counted_loop(
@@ -106,59 +80,6 @@ impl<'c> Lowering<'c, '_> {
         Ok(out)
     }
 
-    /// A loop of `trips` iterations, `i` from `lo` by `step`, carrying `inits`: one exit, in
-    /// the header, on a count LLVM and ptxas can read. (`counted_loop` compares `i` with `hi`
-    /// and stops where `i + step` wraps; its register allocation in the tensor-core kernels is
-    /// what their tuning was measured with, so only unrolled loops use this form so far.)
-    #[allow(clippy::type_complexity)]
-    fn loop_trips(
-        &mut self,
-        trips: IntValue<'c>,
-        lo: IntValue<'c>,
-        step: IntValue<'c>,
-        inits: Vec<BasicValueEnum<'c>>,
-        body: &mut dyn FnMut(&mut Self, IntValue<'c>, Vec<BasicValueEnum<'c>>) -> R<Vec<BasicValueEnum<'c>>>,
-    ) -> R<Vec<BasicValueEnum<'c>>> {
-        let f = self.func();
-        let pre = self.b.get_insert_block().unwrap();
-        let head = self.ctx.append_basic_block(f, "loop");
-        let body_bb = self.ctx.append_basic_block(f, "body");
-        let exit = self.ctx.append_basic_block(f, "exit");
-        llvm(self.b.build_unconditional_branch(head))?;
-        self.b.position_at_end(head);
-        let ty = lo.get_type();
-        let k = llvm(self.b.build_phi(ty, "k"))?;
-        let iv = llvm(self.b.build_phi(ty, "i"))?;
-        let phis: Vec<_> = inits
-            .iter()
-            .map(|v| llvm(self.b.build_phi(v.get_type(), "c")))
-            .collect::<R<_>>()?;
-        k.add_incoming(&[(&ty.const_zero(), pre)]);
-        iv.add_incoming(&[(&lo, pre)]);
-        for (p, v) in phis.iter().zip(&inits) {
-            p.add_incoming(&[(v, pre)]);
-        }
-        let kv = k.as_basic_value().into_int_value();
-        let go = llvm(self.b.build_int_compare(IntPredicate::ULT, kv, trips, "go"))?;
-        llvm(self.b.build_conditional_branch(go, body_bb, exit))?;
-        self.b.position_at_end(body_bb);
-        let i = iv.as_basic_value().into_int_value();
-        let cur: Vec<_> = phis.iter().map(|p| p.as_basic_value()).collect();
-        let next = body(self, i, cur.clone())?;
-        let k_next = llvm(self.b.build_int_nuw_add(kv, ty.const_int(1, false), "knext"))?;
-        let i_next = llvm(self.b.build_int_add(i, step, "inext"))?;
-        let latch = self.b.get_insert_block().unwrap();
-        llvm(self.b.build_unconditional_branch(head))?;
-        k.add_incoming(&[(&k_next, latch)]);
-        iv.add_incoming(&[(&i_next, latch)]);
-        for (p, v) in phis.iter().zip(&next) {
-            p.add_incoming(&[(v, latch)]);
-        }
-        // The only exit is the header's: the loop-carried values as the header last saw them.
-        self.b.position_at_end(exit);
-        Ok(cur)
-    }
-
     pub(super) fn for_op(&mut self, op: &Op) -> R<()> {
         if let Some(pl) = self.plan.pipelines.get(&op.regions[0].args[0]).cloned() {
             return self.for_pipelined(op, &pl);
@@ -167,37 +88,12 @@ impl<'c> Lowering<'c, '_> {
         let (lo, hi, step, signed, inits) = self.loop_operands(op)?;
         let flat = Self::flatten(&inits);
         let body = op.regions[0].clone();
-        let mut once = |l: &mut Self, i: IntValue<'c>, cur: Vec<BasicValueEnum<'c>>| {
+        let out = self.counted_loop(lo, hi, step, signed, flat, &mut |l, i, cur| {
             let mut args = vec![Repr::Scalar(i.into())];
             args.extend(Self::rebuild(&inits, &cur));
             let y = l.region(&body, &args, &op.results)?;
             Ok(Self::flatten(&y))
-        };
-        let out = match self.plan.unrolled.get(&body.args[0]).copied() {
-            // `copies` bodies an iteration (i, i + step, ..), then the iterations left one by one.
-            Some(copies) if copies > 1 => {
-                let trips = self.trip_count(lo, hi, step, signed)?;
-                let n = lo.get_type().const_int(copies as u64, false);
-                let full = llvm(self.b.build_int_unsigned_div(trips, n, "full"))?;
-                let stride = llvm(self.b.build_int_mul(step, n, ""))?;
-                let out = self.loop_trips(full, lo, stride, flat, &mut |l, i, cur| {
-                    let (mut i, mut cur) = (i, cur);
-                    for c in 0..copies {
-                        if c > 0 {
-                            i = llvm(l.b.build_int_add(i, step, ""))?;
-                        }
-                        cur = once(l, i, cur)?;
-                    }
-                    Ok(cur)
-                })?;
-                let done = llvm(self.b.build_int_mul(full, n, ""))?;
-                let rest = llvm(self.b.build_int_sub(trips, done, "rest"))?;
-                let at = llvm(self.b.build_int_mul(done, step, ""))?;
-                let at = llvm(self.b.build_int_add(lo, at, ""))?;
-                self.loop_trips(rest, at, step, out, &mut once)?
-            }
-            _ => self.counted_loop(lo, hi, step, signed, flat, &mut once)?,
-        };
+        })?;
         for (r, v) in op.results.iter().zip(Self::rebuild(&inits, &out)) {
             self.set(*r, v);
         }

@@ -176,22 +176,7 @@ impl Regs<'_> {
                 if once {
                     defs.extend(live.iter().copied().filter(|v| !across(v) && reads.contains(v)));
                 }
-                // An unrolled loop's later copies have their loads in flight while the first
-                // copy runs (`GpuPlan::unrolled`).
-                let copies = sub
-                    .args
-                    .first()
-                    .and_then(|a| self.plan.unrolled.get(a))
-                    .copied()
-                    .unwrap_or(1) as usize;
-                let ahead = match op.kind {
-                    OpKind::For { .. } if copies > 1 => {
-                        let loads = sub.ops.iter().filter(|o| matches!(o.kind, OpKind::Load { .. }));
-                        (copies - 1) * self.sum(loads.map(|o| o.results[0]))
-                    }
-                    _ => 0,
-                };
-                peak = peak.max(self.peak(sub, &defs, outer + ahead + self.sum(held.into_iter())));
+                peak = peak.max(self.peak(sub, &defs, outer + self.sum(held.into_iter())));
             }
             live.retain(|v| last(*v).is_some_and(|l| l > i));
             for res in &op.results {
@@ -419,17 +404,12 @@ impl CostWalk<'_> {
     }
 
     fn region(&mut self, r: &Region, m: f64) {
-        self.region_burst(r, m, 1.0);
-    }
-
-    /// [`Self::region`] for a body run `copies` times in one straight stretch.
-    fn region_burst(&mut self, r: &Region, m: f64, copies: f64) {
         self.level_bytes.push(0.0);
         for op in &r.ops {
             self.op(op, m);
         }
         let here = self.level_bytes.pop().unwrap_or(0.0);
-        self.work.burst_bytes = self.work.burst_bytes.max(here * copies);
+        self.work.burst_bytes = self.work.burst_bytes.max(here);
     }
 
     fn op(&mut self, op: &Op, m: f64) {
@@ -606,9 +586,7 @@ impl CostWalk<'_> {
                     (Some(lo), Some(hi), Some(step)) if step > 0 => ((hi - lo).max(0) + step - 1) / step,
                     _ => UNKNOWN_TRIPS,
                 };
-                // An unrolled loop issues its copies' loads together (`GpuPlan::unrolled`).
-                let copies = self.plan.unrolled.get(&op.regions[0].args[0]).copied().unwrap_or(1) as i64;
-                self.region_burst(&op.regions[0], m * trips as f64, copies.min(trips.max(1)) as f64);
+                self.region(&op.regions[0], m * trips as f64);
             }
             // Both arms are charged: the model does not know which one runs.
             _ => {
