@@ -175,7 +175,7 @@ enum Command {
         /// first candidates).
         #[arg(long, value_enum, default_value_t = bench::ConfigSource::Tuned)]
         config: bench::ConfigSource,
-        /// With `--config tuned`: candidates timed per case.
+        /// With `--config tuned`: candidates timed per case (the model's best, and those it ties with the last of them).
         #[arg(long, default_value_t = 4)]
         top_k: usize,
         /// Only this kernel's run specs (repeatable; default: every run spec with `bench(..)`

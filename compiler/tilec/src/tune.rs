@@ -22,7 +22,7 @@ pub(crate) struct TuneArgs {
     /// Pin a compile-time parameter (repeatable): -D BLOCK=1024, -D T=bf16.
     #[arg(short = 'D', value_name = "NAME=VALUE")]
     defines: Vec<String>,
-    /// Time the model's N best candidates.
+    /// Time the model's N best candidates (and those it estimates within 1% of the N-th: it cannot tell them apart).
     #[arg(long, default_value_t = 4)]
     top_k: usize,
     /// Time every feasible candidate, and those just over the register budget (an exhaustive sweep; ignores a cached winner).
