@@ -447,8 +447,7 @@ pub fn model_order(choice: &Choice) -> Vec<usize> {
         .collect();
     let key = |i: usize| {
         let c = &choice.candidates[i];
-        let t = c.estimate.as_ref().map_or(f64::INFINITY, |e| e.time_s);
-        (t, c.config.num_warps, c.config.num_stages, i)
+        (estimated_s(c), c.config.num_warps, c.config.num_stages, i)
     };
     let over = |i: usize| !choice.candidates[i].feasible();
     rest.sort_by(|&a, &b| {
@@ -463,6 +462,11 @@ pub fn model_order(choice: &Choice) -> Vec<usize> {
     order
 }
 
+/// The model's estimated time of `c` (infinite when it has none).
+fn estimated_s(c: &config::Candidate) -> f64 {
+    c.estimate.as_ref().map_or(f64::INFINITY, |e| e.time_s)
+}
+
 /// How close two estimates are for the model to call them a tie: [`shortlist`] never cuts
 /// between candidates the model cannot tell apart (layernorm_fixed f32 at 16384 columns: seven
 /// of eight candidates at one estimate, the fastest, 1.29x faster than the first four, eighth in
@@ -475,12 +479,7 @@ pub fn shortlist(choice: &Choice, top_k: Option<usize>) -> Vec<usize> {
     let mut order = model_order(choice);
     if let Some(k) = top_k {
         let k = k.max(1);
-        let time = |i: usize| {
-            choice.candidates[i]
-                .estimate
-                .as_ref()
-                .map_or(f64::INFINITY, |e| e.time_s)
-        };
+        let time = |i: usize| estimated_s(&choice.candidates[i]);
         let last = order.get(k - 1).map(|&i| time(i));
         let mut n = k.min(order.len());
         while let Some(cut) = last
