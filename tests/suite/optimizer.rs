@@ -115,7 +115,12 @@ fn model_vs_ptxas() {
                         c.config, e.smem_bytes
                     ));
                 }
-                if spilled && c.feasible() {
+                // A spill at fewer registers than the budget is ptxas trading a few spilled
+                // values for occupancy on its own (rmsnorm ROWS=1 BLOCK=4096 f32 on 8 warps: 32
+                // registers and 8 spilled bytes, where `.maxnreg 255` gives 44 and no spill), not
+                // the model's estimate running low: it counts only for the chosen candidate.
+                let own_trade = regs < e.reg_budget && i != choice.chosen;
+                if spilled && c.feasible() && !own_trade {
                     problems.push(format!(
                         "{file} {name} [{}]: the model calls it feasible (~{} registers of {}) but ptxas \
                          spills ({regs} registers){}",

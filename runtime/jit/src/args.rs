@@ -182,12 +182,12 @@ impl<'a> Arg<'a> {
         }
     }
 
-    /// A buffer argument at a made-up address, for checking tests that have no GPU.
+    /// A buffer argument of 1 MiB at a made-up address, for checking tests that have no GPU.
     #[cfg(test)]
     pub(crate) fn fake_buffer(dtype: DType, mutable: bool, addr: u64) -> Arg<'static> {
         Arg::new(ArgKind::Buffer {
             addr,
-            bytes: u64::MAX,
+            bytes: 1 << 20,
             dtype,
             mutable,
         })
@@ -321,6 +321,14 @@ pub enum ArgError {
         len: u64,
         reach: Reach,
     },
+    #[error("kernel `{kernel}`: argument {} `{read}` is read-only, and its buffer overlaps the one passed as argument {} `{written}`, which the kernel writes; loads through a read-only argument may run before that argument's stores (ld.global.nc); pass the buffer once, as the `*mut` argument, or pass a copy", .read_index + 1, .written_index + 1)]
+    Overlap {
+        kernel: String,
+        read: String,
+        read_index: usize,
+        written: String,
+        written_index: usize,
+    },
     #[error("kernel `{kernel}` has {count} parameters; the JIT launches kernels with at most {max}")]
     TooManyParams { kernel: String, count: usize, max: usize },
 }
@@ -422,6 +430,36 @@ pub fn check_args(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result
             }
         }
     }
+    check_overlap(kernel, params, args)
+}
+
+/// A buffer passed as a read-only `*T` argument must not overlap one passed as a `*mut T`
+/// argument: the kernel is compiled on the promise that nothing writes its `*T` buffers
+/// (language.md, memory model). Borrowed views cannot break it; raw views can.
+fn check_overlap(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result<(), ArgError> {
+    let range = |a: &Arg<'_>| match a.kind {
+        ArgKind::Buffer { addr, bytes, .. } => Some(addr..addr.saturating_add(bytes)),
+        ArgKind::Scalar { .. } => None,
+    };
+    for (ri, (rp, ra)) in params.iter().zip(args).enumerate() {
+        let (Elem::Ptr { mutable: false, .. }, Some(r)) = (rp.elem, range(ra)) else {
+            continue;
+        };
+        for (wi, (wp, wa)) in params.iter().zip(args).enumerate() {
+            if let (Elem::Ptr { mutable: true, .. }, Some(w)) = (wp.elem, range(wa))
+                && r.start < w.end
+                && w.start < r.end
+            {
+                return Err(ArgError::Overlap {
+                    kernel: kernel.into(),
+                    read: rp.to_string(),
+                    read_index: ri,
+                    written: wp.to_string(),
+                    written_index: wi,
+                });
+            }
+        }
+    }
     Ok(())
 }
 
@@ -517,8 +555,11 @@ mod tests {
         ])
     }
 
+    /// A buffer of its own: every call gets the next 1 MiB.
     fn f32_buf(mutable: bool) -> Arg<'static> {
-        Arg::fake_buffer(DType::F32, mutable, 0x7000_0000)
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0x7000_0000);
+        Arg::fake_buffer(DType::F32, mutable, NEXT.fetch_add(1 << 20, Ordering::Relaxed))
     }
 
     fn check(args: &[Arg<'_>]) -> Result<(), ArgError> {
@@ -616,6 +657,25 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_read_only_buffer_overlapping_a_written_one_is_refused() {
+        let x = Arg::fake_buffer(DType::F32, false, 0x10_0000);
+        let y = f32_buf(false);
+        // `out` starts inside `x`'s 1 MiB.
+        let out = Arg::fake_buffer(DType::F32, true, 0x10_0000 + 4096);
+        let e = check(&[x, y, out, Arg::i32(1)]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "kernel `vector_add`: argument 1 `x: *f32` is read-only, and its buffer overlaps the one passed \
+             as argument 3 `out: *mut f32`, which the kernel writes; loads through a read-only argument may \
+             run before that argument's stores (ld.global.nc); pass the buffer once, as the `*mut` argument, \
+             or pass a copy"
+        );
+        // Adjacent buffers do not overlap; two read-only arguments may share a buffer.
+        let out = Arg::fake_buffer(DType::F32, true, 0x10_0000 + (1 << 20));
+        assert_eq!(check(&[x, x, out, Arg::i32(1)]), Ok(()));
+    }
+
     /// vector_add as the JIT compiles it: offsets `program_id(0) * BLOCK + arange(..)` in i32.
     #[test]
     fn a_tensor_longer_than_the_kernel_can_address_is_refused() {
@@ -633,16 +693,18 @@ mod tests {
                 reach,
             })
             .collect();
-        let of_len = |len: u64| {
+        // Buffers of their own, 16 GiB apart.
+        let of_len_at = |len: u64, at: u64| {
             Arg::new(ArgKind::Buffer {
-                addr: 0x7000_0000,
+                addr: at << 34,
                 bytes: len * 4,
                 dtype: DType::F32,
                 mutable: false,
             })
         };
+        let of_len = |len: u64| of_len_at(len, 1);
         let out = |len: u64| Arg {
-            kind: match of_len(len).kind {
+            kind: match of_len_at(len, 3).kind {
                 ArgKind::Buffer { addr, bytes, dtype, .. } => ArgKind::Buffer {
                     addr,
                     bytes,
@@ -658,14 +720,14 @@ mod tests {
             check_args(
                 "vector_add",
                 &params,
-                &[of_len(fits), of_len(fits), out(fits), Arg::i32(0)]
+                &[of_len(fits), of_len_at(fits, 2), out(fits), Arg::i32(0)]
             ),
             Ok(())
         );
         let e = check_args(
             "vector_add",
             &params,
-            &[of_len(fits), of_len(fits + 1), out(fits), Arg::i32(0)],
+            &[of_len(fits), of_len_at(fits + 1, 2), out(fits), Arg::i32(0)],
         )
         .unwrap_err();
         assert_eq!(

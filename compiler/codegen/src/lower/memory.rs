@@ -234,9 +234,16 @@ impl<'c> Lowering<'c, '_> {
         let e = rt.elem;
         let ptrs = self.elems(op.operands[0]);
         let hint = self.cache_hint(evict)?;
+        // Through a `*T` argument, never written during the launch: the non-coherent path,
+        // which ptxas may also move above earlier stores.
+        let nc = if matches!(self.k.ty(op.operands[0]).elem, Elem::Ptr { mutable: false, .. }) {
+            ".nc"
+        } else {
+            ""
+        };
         let (q, policy) = match &hint {
-            Some((q, p)) => (q.as_str(), vec![*p]),
-            None => ("", vec![]),
+            Some((q, p)) => (format!("{nc}{q}"), vec![*p]),
+            None => (nc.to_string(), vec![]),
         };
         // A hinted load is PTX written here, predicated like a masked one (on true).
         let masks = match mask {

@@ -245,11 +245,18 @@ impl<'c> Lowering<'c, '_> {
         self.tid = Some(tid);
         for (i, p) in self.k.params.iter().enumerate() {
             let v = f.get_nth_param(i as u32).unwrap();
-            if p.elem.is_ptr() {
-                // Kernel pointers are never null and point to global memory.
-                v.set_name(&p.name);
-            } else {
-                v.set_name(&p.name);
+            v.set_name(&p.name);
+            if let Elem::Ptr { mutable: false, .. } = p.elem {
+                // A `*T` argument is never written during the launch (language.md, memory
+                // model): `noalias readonly` lets LLVM order its loads freely and read it
+                // through the non-coherent cache (`ld.global.nc`), as the hand-written loads do.
+                for kind in ["noalias", "readonly"] {
+                    let id = inkwell::attributes::Attribute::get_named_enum_kind_id(kind);
+                    f.add_attribute(
+                        inkwell::attributes::AttributeLoc::Param(i as u32),
+                        self.ctx.create_enum_attribute(id, 0),
+                    );
+                }
             }
             self.vals.insert(p.value, Repr::Scalar(v));
         }

@@ -376,14 +376,51 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
+    /// Combines `acc` (one value per tile) with the lanes' across each of `masks` in turn
+    /// (butterfly shuffles): afterwards the lanes that differ only in those bits hold the same
+    /// values. With `ordered`, both lanes of a pair combine the lower lane's values first.
+    fn butterfly(
+        &mut self,
+        acc: &mut Vec<BasicValueEnum<'c>>,
+        dtypes: &[DType],
+        masks: &[u32],
+        ordered: bool,
+        combine: &mut dyn FnMut(&mut Self, &[BasicValueEnum<'c>], &[BasicValueEnum<'c>]) -> R<Vec<BasicValueEnum<'c>>>,
+    ) -> R<()> {
+        for m in masks {
+            let other = acc
+                .iter()
+                .zip(dtypes)
+                .map(|(x, d)| self.shuffle_xor(*d, *x, *m))
+                .collect::<R<Vec<_>>>()?;
+            *acc = if ordered {
+                // The upper lane of the pair (its bit `m` set) combines (other, own).
+                let bit = llvm(self.b.build_and(self.tid(), self.i32c(*m as u64), ""))?;
+                let upper = llvm(self.b.build_int_compare(IntPredicate::NE, bit, self.i32c(0), ""))?;
+                let pick =
+                    |l: &Self, a: &[BasicValueEnum<'c>], b: &[BasicValueEnum<'c>]| -> R<Vec<BasicValueEnum<'c>>> {
+                        a.iter()
+                            .zip(b)
+                            .map(|(x, y)| llvm(l.b.build_select(upper, *y, *x, "")))
+                            .collect()
+                    };
+                let (lo, hi) = (pick(self, acc, &other)?, pick(self, &other, acc)?);
+                combine(self, &lo, &hi)?
+            } else {
+                combine(self, acc, &other)?
+            };
+        }
+        Ok(())
+    }
+
     /// Folds tiles held in one layout along an axis together (`AxisReduce`), `combine` taking
     /// the accumulated values and the next ones (one per tile) and giving the combined ones:
     /// each thread folds its registers of a row, lanes along the axis combine by butterfly
-    /// shuffles, and warps along it exchange partials through shared memory, combined in warp
-    /// order so that every copy of a result is the same value. With `ordered` (a helper that
-    /// need not give the same bits both ways round), the two lanes of a shuffle both combine the
-    /// lower lane's values first, so that they keep agreeing. Returns each tile's result
-    /// registers.
+    /// shuffles, and warps along it exchange partials through shared memory, folded as a tree
+    /// over the lanes along the axis (`butterfly` again), so that every copy of a result is the
+    /// same value. With `ordered` (a helper that need not give the same bits both ways round),
+    /// the two lanes of a shuffle both combine the lower lane's values first, so that they keep
+    /// agreeing. Returns each tile's result registers.
     fn fold_in_layout(
         &mut self,
         red: &tile_gir::linear::AxisReduce,
@@ -403,29 +440,7 @@ impl<'c> Lowering<'c, '_> {
             accs.push(acc);
         }
         for acc in accs.iter_mut() {
-            for m in &red.lane_masks {
-                let other = acc
-                    .iter()
-                    .zip(dtypes)
-                    .map(|(x, d)| self.shuffle_xor(*d, *x, *m))
-                    .collect::<R<Vec<_>>>()?;
-                *acc = if ordered {
-                    // The upper lane of the pair (its bit `m` set) combines (other, own).
-                    let bit = llvm(self.b.build_and(self.tid(), self.i32c(*m as u64), ""))?;
-                    let upper = llvm(self.b.build_int_compare(IntPredicate::NE, bit, self.i32c(0), ""))?;
-                    let pick =
-                        |l: &Self, a: &[BasicValueEnum<'c>], b: &[BasicValueEnum<'c>]| -> R<Vec<BasicValueEnum<'c>>> {
-                            a.iter()
-                                .zip(b)
-                                .map(|(x, y)| llvm(l.b.build_select(upper, *y, *x, "")))
-                                .collect()
-                        };
-                    let (lo, hi) = (pick(self, acc, &other)?, pick(self, &other, acc)?);
-                    combine(self, &lo, &hi)?
-                } else {
-                    combine(self, acc, &other)?
-                };
-            }
+            self.butterfly(acc, dtypes, &red.lane_masks, ordered, combine)?;
         }
         if !red.warp_masks.is_empty() {
             let slot = self.partials_slot()?;
@@ -462,13 +477,28 @@ impl<'c> Lowering<'c, '_> {
                 Ok(())
             })?;
             self.barrier()?;
+            // The warps' partials are folded as a tree: the first `kl` lane bits along the axis
+            // each take one warp bit (lane bit j set: warp bit j's partials), every lane folds
+            // the partials of the remaining warp bits in order, then those lanes combine by
+            // butterfly shuffles. Every copy of a result is the same value, as after the
+            // shuffles above.
             let all: u32 = red.warp_masks.iter().fold(0, |a, m| a | m);
             let across = llvm(self.b.build_and(warp, self.i32c((!all & (warps - 1)) as u64), ""))?;
-            let base = llvm(self.b.build_int_add(row, across, ""))?;
+            let mut base = llvm(self.b.build_int_add(row, across, ""))?;
+            let kl = red.lane_masks.len().min(red.warp_masks.len());
+            for j in 0..kl {
+                let bit = llvm(self.b.build_and(self.tid(), self.i32c(red.lane_masks[j] as u64), ""))?;
+                let set = llvm(self.b.build_int_compare(IntPredicate::NE, bit, self.i32c(0), ""))?;
+                let w = llvm(
+                    self.b
+                        .build_select(set, self.i32c(red.warp_masks[j] as u64), self.i32c(0), ""),
+                )?;
+                base = llvm(self.b.build_or(base, w.into_int_value(), ""))?;
+            }
+            let serial = &red.warp_masks[kl..];
             for (o, acc) in accs.iter_mut().enumerate() {
-                for c in 0..1u32 << red.warp_masks.len() {
-                    let w: u32 = red
-                        .warp_masks
+                for c in 0..1u32 << serial.len() {
+                    let w: u32 = serial
                         .iter()
                         .enumerate()
                         .filter(|(j, _)| c >> j & 1 == 1)
@@ -485,6 +515,7 @@ impl<'c> Lowering<'c, '_> {
                         .collect::<R<Vec<_>>>()?;
                     *acc = if c == 0 { x } else { combine(self, acc, &x)? };
                 }
+                self.butterfly(acc, dtypes, &red.lane_masks[..kl], ordered, combine)?;
             }
             self.smem_state = SmemState::AfterReduction { base: slot };
         }
