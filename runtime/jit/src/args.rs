@@ -438,8 +438,9 @@ pub fn check_args(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result
 /// (language.md, memory model). Borrowed views cannot break it; raw views can.
 fn check_overlap(kernel: &str, params: &[ParamSig], args: &[Arg<'_>]) -> Result<(), ArgError> {
     let range = |a: &Arg<'_>| match a.kind {
-        ArgKind::Buffer { addr, bytes, .. } => Some(addr..addr.saturating_add(bytes)),
-        ArgKind::Scalar { .. } => None,
+        // An empty buffer holds nothing to overlap.
+        ArgKind::Buffer { addr, bytes, .. } if bytes > 0 => Some(addr..addr.saturating_add(bytes)),
+        ArgKind::Buffer { .. } | ArgKind::Scalar { .. } => None,
     };
     for (ri, (rp, ra)) in params.iter().zip(args).enumerate() {
         let (Elem::Ptr { mutable: false, .. }, Some(r)) = (rp.elem, range(ra)) else {
@@ -674,6 +675,15 @@ mod tests {
         // Adjacent buffers do not overlap; two read-only arguments may share a buffer.
         let out = Arg::fake_buffer(DType::F32, true, 0x10_0000 + (1 << 20));
         assert_eq!(check(&[x, x, out, Arg::i32(1)]), Ok(()));
+        // An empty buffer overlaps nothing, wherever it points.
+        let empty = Arg::new(ArgKind::Buffer {
+            addr: 0x10_0000 + 4096,
+            bytes: 0,
+            dtype: DType::F32,
+            mutable: false,
+        });
+        let out = Arg::fake_buffer(DType::F32, true, 0x10_0000);
+        assert_eq!(check(&[empty, y, out, Arg::i32(1)]), Ok(()));
     }
 
     /// vector_add as the JIT compiles it: offsets `program_id(0) * BLOCK + arange(..)` in i32.
