@@ -115,13 +115,7 @@ fn model_vs_ptxas() {
                         c.config, e.smem_bytes
                     ));
                 }
-                // ptxas squeezing a kernel into 32 registers (every thread slot of the SM
-                // resident) by spilling a few values is its own occupancy trade, not the model's
-                // estimate running low (rmsnorm ROWS=1 BLOCK=4096 f32 on 8 warps: 32 registers and
-                // 8 spilled bytes, where `.maxnreg 255` gives 44 and no spill): it counts only for
-                // the chosen candidate.
-                let own_trade = regs * t.max_threads_per_sm <= t.target.regs_per_sm && i != choice.chosen;
-                if spilled && c.feasible() && !own_trade {
+                if spilled && c.feasible() {
                     problems.push(format!(
                         "{file} {name} [{}]: the model calls it feasible (~{} registers of {}) but ptxas \
                          spills ({regs} registers){}",

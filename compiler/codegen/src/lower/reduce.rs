@@ -416,9 +416,9 @@ impl<'c> Lowering<'c, '_> {
     /// Folds tiles held in one layout along an axis together (`AxisReduce`), `combine` taking
     /// the accumulated values and the next ones (one per tile) and giving the combined ones:
     /// each thread folds its registers of a row, lanes along the axis combine by butterfly
-    /// shuffles, and warps along it exchange partials through shared memory, folded as a tree
-    /// over the lanes along the axis (`butterfly` again), so that every copy of a result is the
-    /// same value. With `ordered` (a helper that need not give the same bits both ways round),
+    /// shuffles, and warps along it exchange partials through shared memory, folded in warp
+    /// order (a built-in op) or as a tree over the lanes along the axis (a helper, `butterfly`
+    /// again), so that every copy of a result is the same value. With `ordered` (a helper that need not give the same bits both ways round),
     /// the two lanes of a shuffle both combine the lower lane's values first, so that they keep
     /// agreeing. Returns each tile's result registers.
     fn fold_in_layout(
@@ -485,7 +485,14 @@ impl<'c> Lowering<'c, '_> {
             let all: u32 = red.warp_masks.iter().fold(0, |a, m| a | m);
             let across = llvm(self.b.build_and(warp, self.i32c((!all & (warps - 1)) as u64), ""))?;
             let mut base = llvm(self.b.build_int_add(row, across, ""))?;
-            let kl = red.lane_masks.len().min(red.warp_masks.len());
+            // Only a helper's combine (`ordered`: possibly costly, as Welford's division is) goes
+            // through the tree; a built-in op is one instruction a partial, and its in-order fold
+            // adds no shuffle chain (nor registers) to the kernel.
+            let kl = if ordered {
+                red.lane_masks.len().min(red.warp_masks.len())
+            } else {
+                0
+            };
             for j in 0..kl {
                 let bit = llvm(self.b.build_and(self.tid(), self.i32c(red.lane_masks[j] as u64), ""))?;
                 let set = llvm(self.b.build_int_compare(IntPredicate::NE, bit, self.i32c(0), ""))?;
