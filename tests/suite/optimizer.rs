@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use tile_codegen::{ArgSpec, CompileOptions};
 
+use tile_lang::ir::ConstValue;
 use tile_lang::{check, syntax};
 use tile_opt::config::{self, Pins, TargetDesc};
 use tile_tests::{rel, root, tile_files, tilec};
@@ -261,4 +262,59 @@ fn explain_pins() {
     assert!(out.contains("chosen: BM=64 "), "{out}");
     assert!(out.contains("warps=8 stages=3"), "{out}");
     assert!(out.contains("candidates: 8 "), "{out}");
+}
+
+/// A program's second pass over its own row is a re-read the model weighs by what L2 keeps:
+/// layernorm_fixed's two unrolled passes and softmax_chunked's two loops over the same range
+/// re-read the row once; the one-pass softmax re-reads nothing; and the more bytes the
+/// resident programs move, the smaller the share L2 keeps.
+#[test]
+fn model_rereads() {
+    let t = desc();
+    let candidates = |example: &str, kernel: &str| {
+        let text = std::fs::read_to_string(root().join("dsl-examples").join(format!("{example}.tile"))).unwrap();
+        let ast = syntax::parse(&text).unwrap();
+        let c = config::choose(&text, &ast, kernel, &Pins::default(), &t).unwrap();
+        c.candidates
+            .into_iter()
+            .filter(|c| c.estimate.is_some())
+            .collect::<Vec<_>>()
+    };
+    let block = |c: &config::Candidate| {
+        c.config
+            .consts
+            .iter()
+            .find_map(|(n, v)| match v {
+                ConstValue::Int(b) if n == "BLOCK" => Some(*b as f64),
+                _ => None,
+            })
+            .unwrap()
+    };
+    // The bench case: 16384 f32 columns a row.
+    let ln = candidates("layernorm", "layernorm_fixed");
+    let mut traffic = Vec::new();
+    for c in &ln {
+        let e = c.estimate.as_ref().unwrap();
+        assert_eq!(e.work.reread_bytes, 16384.0 * 4.0, "{}", c.config);
+        let keeps = e.l2_keeps.unwrap_or_else(|| panic!("{}: no L2 share", c.config));
+        assert!(keeps > 0.0 && keeps <= 1.0, "{}: {keeps}", c.config);
+        traffic.push((e.blocks_per_sm as f64 * e.work.dram_bytes, keeps, c.config.to_string()));
+    }
+    traffic.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for w in traffic.windows(2) {
+        assert!(w[1].1 <= w[0].1, "{} keeps more than {}", w[1].2, w[0].2);
+    }
+    assert!(traffic.first().unwrap().1 > traffic.last().unwrap().1, "{traffic:?}");
+    // 32768 f32 columns: the first chunk and the loop's trips (one past the row, masked); a
+    // thread's piece under 8 bytes is charged extra, as every access of that width.
+    for c in candidates("softmax", "softmax_chunked") {
+        let e = c.estimate.as_ref().unwrap();
+        let narrow = block(&c) * 4.0 / (c.config.num_warps as f64 * 32.0) < 8.0;
+        let bytes = (32768.0 + block(&c)) * 4.0 * if narrow { config::NARROW_ACCESS_COST } else { 1.0 };
+        assert_eq!(e.work.reread_bytes, bytes, "{}", c.config);
+    }
+    for c in candidates("softmax", "softmax") {
+        let e = c.estimate.as_ref().unwrap();
+        assert_eq!((e.work.reread_bytes, e.l2_keeps), (0.0, None), "{}", c.config);
+    }
 }

@@ -135,6 +135,15 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
         },
         micros(e.smem_s)
     )?;
+    if let Some(keeps) = e.l2_keeps {
+        writeln!(
+            out,
+            "  re-reads {:.0} KB a program; L2 keeps {:.0}% of them (up to {} programs resident per SM)",
+            e.work.reread_bytes / 1024.0,
+            keeps * 100.0,
+            e.blocks_per_sm
+        )?;
+    }
     match best
         .kernel
         .as_ref()

@@ -18,7 +18,7 @@ mod target;
 use std::collections::HashMap;
 use std::fmt;
 
-pub use model::{BASE_REGS, Launch, Work, registers, work};
+pub use model::{BASE_REGS, Launch, NARROW_ACCESS_COST, Work, registers, work};
 pub use target::TargetDesc;
 use tile_lang::check::{self, Bindings};
 use tile_lang::ir::Scalar;
@@ -83,6 +83,9 @@ pub struct Estimate {
     pub smem_s: f64,
     /// Iterations a pipelined loop copies ahead (the most over its loops; 0: none).
     pub copies_ahead: u32,
+    /// The share of a program's re-read bytes ([`Work::reread_bytes`]) that L2 still holds
+    /// when they are read again (`None`: the program reads nothing twice).
+    pub l2_keeps: Option<f64>,
     /// Whether a pipelined loop keeps a wgmma in flight across iterations (4 stages or more).
     pub wgmma_in_flight: bool,
     /// Bytes the TMA engine copies into one stage (the most over the kernel's loops; 0: no TMA).
@@ -424,9 +427,14 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     } else {
         by_warps(t.mem_saturating_warps)
     };
+    // A program's second read of its own bytes finds them in L2 if the traffic of every program
+    // resident meanwhile fits there; beyond that, the share L2 keeps falls with the traffic.
+    let l2_keeps =
+        (w.reread_bytes > 0.0).then(|| (t.l2_capacity_bytes / (resident * sms * w.dram_bytes).max(1.0)).min(1.0));
+    let dram_bytes = w.dram_bytes + w.reread_bytes * (1.0 - l2_keeps.unwrap_or(1.0));
     // DRAM moves the bytes no other program loaded first; L2 moves them all.
     let dram_s =
-        term(w.dram_bytes, t.dram_bytes_per_s, mem_efficiency).max(term(w.l2_bytes, t.l2_bytes_per_s, mem_efficiency));
+        term(dram_bytes, t.dram_bytes_per_s, mem_efficiency).max(term(w.l2_bytes, t.l2_bytes_per_s, mem_efficiency));
     // Both kinds of tensor-core instruction share the same units: their times add.
     let tensor_s = term(w.mma_flops, t.mma_flops_per_s, by_warps(t.mma_saturating_warps))
         + if w.wgmma_flops > 0.0 {
@@ -453,6 +461,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         insts_s,
         smem_s,
         copies_ahead,
+        l2_keeps,
         wgmma_in_flight: plan.pipelines.values().any(|p| !p.async_dots.is_empty()),
         tma_stage_bytes: plan.pipelines.values().map(|p| p.tma_bytes()).max().unwrap_or(0),
         producer: plan.producer().is_some(),

@@ -81,12 +81,14 @@ struct Regs<'a> {
     copy_ptrs: HashSet<ValueId>,
     /// Reads that need no register (see [`resident_reads`]).
     resident_reads: HashSet<(ValueId, ValueId)>,
+    /// Elementwise temporaries that never hold a whole tile (see [`transient_tiles`]).
+    transient: HashSet<ValueId>,
     plan: &'a GpuPlan,
 }
 
 impl Regs<'_> {
     fn cost(&self, v: ValueId) -> usize {
-        if self.consts.contains(&v) {
+        if self.consts.contains(&v) || self.transient.contains(&v) {
             return 0;
         }
         let t = self.k.ty(v);
@@ -225,6 +227,67 @@ fn index_tiles(k: &Kernel) -> HashSet<ValueId> {
     index
 }
 
+/// Tiles an elementwise op computes and only elementwise ops and stores read, all before the
+/// next op that needs whole tiles (a load, a reduction, a loop, a broadcast of a tile's
+/// layout...: anything but elementwise ops, stores, constants, splats and indices) in the same
+/// region. ptxas
+/// computes such a chain element by element, in place of the operands that die in it: the
+/// tiles it holds are those that cross the chain's ends (loaded rows, a loop's running
+/// statistics), not each step's result. layernorm_fixed's first pass: five tile temporaries a
+/// chunk in SSA, ptxas holds the running mean, M2 and the chunk loaded (docs/optimizer.md).
+fn transient_tiles(k: &Kernel) -> HashSet<ValueId> {
+    fn region(k: &Kernel, r: &Region, out: &mut HashSet<ValueId>) {
+        let elementwise = |op: &Op| op.kind.is_elementwise() || matches!(op.kind, OpKind::PtrAdd);
+        // Scalar arithmetic is elementwise too; a reduction to a scalar still needs the tile.
+        let whole = |op: &Op| {
+            !(elementwise(op)
+                || matches!(
+                    op.kind,
+                    OpKind::Const(_)
+                        | OpKind::ProgramId(_)
+                        | OpKind::NumPrograms(_)
+                        | OpKind::Broadcast
+                        | OpKind::ExpandDims(_)
+                        | OpKind::Arange { .. }
+                        | OpKind::MultipleOf(_)
+                        | OpKind::MaxContiguous(_)
+                        | OpKind::Store { .. }
+                ))
+        };
+        // The index of the first op at or after each op that needs whole tiles.
+        let mut next_whole = vec![r.ops.len(); r.ops.len() + 1];
+        for i in (0..r.ops.len()).rev() {
+            next_whole[i] = if whole(&r.ops[i]) { i } else { next_whole[i + 1] };
+        }
+        let mut def: HashMap<ValueId, usize> = HashMap::new();
+        let mut ok: HashMap<ValueId, bool> = HashMap::new();
+        for (i, op) in r.ops.iter().enumerate() {
+            let mut reads = HashSet::new();
+            all_uses(op, &HashSet::new(), &mut reads);
+            for v in reads {
+                if let (Some(d), Some(flag)) = (def.get(&v), ok.get_mut(&v)) {
+                    let in_chain = (elementwise(op) || matches!(op.kind, OpKind::Store { .. }))
+                        && op.operands.contains(&v)
+                        && next_whole[d + 1] > i;
+                    *flag &= in_chain;
+                }
+            }
+            if elementwise(op) && !k.ty(op.results[0]).is_scalar() {
+                def.insert(op.results[0], i);
+                ok.insert(op.results[0], true);
+            }
+            for sub in &op.regions {
+                region(k, sub, out);
+            }
+        }
+        out.extend(ok.into_iter().filter(|(_, f)| *f).map(|(v, _)| v));
+    }
+    // A `yield` is not in a chain: a loop's carried value is a whole tile.
+    let mut out = HashSet::new();
+    region(k, &k.body, &mut out);
+    out
+}
+
 /// Pointer tiles whose every use addresses a staged load's copies: the load's pointer, a
 /// `ptr + offset` that is itself such a tile, or a loop-carried value that is one (its initial
 /// value, next value and argument).
@@ -317,6 +380,7 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         staged,
         copy_ptrs,
         resident_reads: resident_reads(k, plan),
+        transient: transient_tiles(k),
         plan,
     };
     let mut defs: Vec<ValueId> = k.params.iter().map(|p| p.value).collect();
@@ -351,6 +415,11 @@ pub struct Work {
     /// The most global-load bytes one program issues in one straight stretch of code (the body,
     /// or one iteration of a loop): what it can have in flight at once.
     pub burst_bytes: f64,
+    /// Bytes a program loads again through an address it loaded before (the same expression of
+    /// the same values; loops of the same range count as one): a second pass over a row,
+    /// unrolled or not. Not in `dram_bytes`: DRAM moves them again only where L2 lost them,
+    /// which depends on how many programs are resident ([`super::estimate`]).
+    pub reread_bytes: f64,
 }
 
 /// Runtime values the cost walk may use: scalar arguments by parameter, the grid.
@@ -362,7 +431,7 @@ pub struct Launch {
 /// The extra DRAM time of a tile access whose per-thread piece is narrower than 8 bytes (one
 /// f32 or bf16 per thread): measured on the H200, vector_add at one f32 per thread took 0.92 ms
 /// where every wider configuration took 0.74 ms (docs/optimizer.md).
-const NARROW_ACCESS_COST: f64 = 1.25;
+pub const NARROW_ACCESS_COST: f64 = 1.25;
 
 /// Loop trips when a bound is not known statically (a bound read from memory, say).
 const UNKNOWN_TRIPS: i64 = 1;
@@ -383,9 +452,46 @@ struct CostWalk<'a> {
     scratch: HashMap<*const Op, f64>,
     /// The program axes each value depends on ([`program_axes`]).
     axes: HashMap<ValueId, u8>,
+    /// Structural keys of values computed by pure ops ([`CostWalk::key`]).
+    keys: HashMap<ValueId, u64>,
+    /// Keys of the addresses this program has loaded (loads no other program makes).
+    loaded: HashSet<u64>,
 }
 
 impl CostWalk<'_> {
+    /// A key equal for two values computed by the same pure ops from the same parameters,
+    /// constants and loop indices (the index of loops over the same range counts as one); any
+    /// other value (a load, a carried value, an op with regions) is its own key.
+    fn key(&self, v: ValueId) -> u64 {
+        self.keys.get(&v).copied().unwrap_or_else(|| hash_of(&("value", v.0)))
+    }
+
+    /// Records the keys of `op`'s results and, for a loop, of its index.
+    fn record_keys(&mut self, op: &Op) {
+        let pure = op.regions.is_empty()
+            && !matches!(
+                op.kind,
+                OpKind::Load { .. }
+                    | OpKind::LoadBlock { .. }
+                    | OpKind::Atomic { .. }
+                    | OpKind::AtomicCas { .. }
+                    | OpKind::Store { .. }
+            );
+        let operands: Vec<u64> = op.operands.iter().map(|v| self.key(*v)).collect();
+        if pure {
+            let kind = format!("{:?}", op.kind);
+            for (i, r) in op.results.iter().enumerate() {
+                let ty = format!("{:?}", self.k.ty(*r));
+                self.keys.insert(*r, hash_of(&(&kind, &operands, i, ty)));
+            }
+        }
+        if matches!(op.kind, OpKind::For { .. })
+            && let Some(index) = op.regions[0].args.first()
+        {
+            self.keys.insert(*index, hash_of(&("loop index", &operands[..3])));
+        }
+    }
+
     /// How many programs load the same bytes as this one through an address computed from
     /// `operands`: the programs along every grid axis the address does not depend on.
     fn sharing(&self, operands: &[ValueId]) -> f64 {
@@ -424,6 +530,7 @@ impl CostWalk<'_> {
             Elem::Scalar(d) => d.bytes() as f64,
         };
         let known = |w: &Self, v: ValueId| w.known.get(&v).copied();
+        self.record_keys(op);
         match &op.kind {
             OpKind::Const(ConstValue::Int(i)) => {
                 self.known.insert(op.results[0], *i);
@@ -495,7 +602,11 @@ impl CostWalk<'_> {
             OpKind::Load { .. } => {
                 let b = access(self, op.results[0], op.operands[0]);
                 let shared = self.sharing(&op.operands[..1]);
-                self.work.dram_bytes += b * m / shared;
+                if shared <= 1.0 && !self.loaded.insert(self.key(op.operands[0])) {
+                    self.work.reread_bytes += b * m;
+                } else {
+                    self.work.dram_bytes += b * m / shared;
+                }
                 self.work.l2_bytes += b * m;
                 if let Some(b) = self.level_bytes.last_mut() {
                     *b += numel(op.results[0]) * pointee(op.operands[0]);
@@ -682,10 +793,17 @@ pub fn work(k: &Kernel, plan: &GpuPlan, launch: &Launch) -> Work {
         level_bytes: Vec::new(),
         scratch: HashMap::new(),
         axes: program_axes(k),
+        keys: HashMap::new(),
+        loaded: HashSet::new(),
     };
     estimate::scratch_uses(k, plan, &mut |op, bytes, _| {
         *w.scratch.entry(std::ptr::from_ref(op)).or_default() += bytes as f64;
     });
     w.region(&k.body, 1.0);
     w.work
+}
+
+fn hash_of(x: &impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(x)
 }
