@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared (2026-12-03, not yet run): layernorm_fixed against three variants (lnv.tile: the
+# Run 87 (H200, 2026-12-03 20:39-20:42 UTC; outputs in run87/, docs/gpu.md): layernorm_fixed against three variants (lnv.tile: the
 # output as run 85 wrote it, no fma, the lanes' states merged by sums), which differ in
 # registers (blocks an SM) and instructions, verified, then timed in one process with the
 # cases alternating; torch.compile in the same call.
