@@ -81,6 +81,9 @@ pub struct BenchResult {
     pub bytes: f64,
     pub flops: f64,
     pub registers: i32,
+    /// Local memory a thread (ptxas's spills and stack), as the driver reports the loaded
+    /// function: 0 where every value stays in registers.
+    pub local_bytes: i32,
     /// The configuration timed (`BLOCK=1024 warps=4 stages=1`).
     pub config: String,
     /// Source → loaded function for this configuration: check, LLVM, ptxas, driver load.
@@ -483,6 +486,7 @@ fn prepare_case(
             bytes,
             flops,
             registers: f.registers,
+            local_bytes: f.local_bytes,
             config: format!("{}", ConfigLabel(config)),
             compile_ms,
             same_size_copy_gbps,
@@ -528,7 +532,15 @@ fn print_result(r: &BenchResult, copy_gbps: f64, out: &mut dyn Write) -> std::io
         r.registers,
         r.compile_ms,
         r.config
-    )
+    )?;
+    if r.local_bytes > 0 {
+        writeln!(
+            out,
+            "  ({} B of local memory a thread: ptxas spilled registers or kept a stack)",
+            r.local_bytes
+        )?;
+    }
+    Ok(())
 }
 
 /// One result per case out of several rounds' (`--rounds`): the round with the median time,
@@ -567,7 +579,7 @@ impl std::fmt::Display for ConfigLabel<'_> {
                 write!(f, "{n}={v} ")?;
             }
         }
-        write!(f, "warps={}", self.0.num_warps)
+        write!(f, "warps={} stages={}", self.0.num_warps, self.0.num_stages)
     }
 }
 
@@ -595,6 +607,7 @@ fn json(
                 "gbps": r.gbps(),
                 "tflops": r.tflops(),
                 "registers": r.registers,
+                "local_bytes": r.local_bytes,
                 "config": r.config,
                 "compile_ms": r.compile_ms,
                 "same_size_copy_gbps": r.same_size_copy_gbps,
