@@ -7,7 +7,8 @@
 //! occupancy, a roofline time over the grid of the file's largest run-spec case); one over the
 //! register budget or the shared-memory limit is infeasible; the cheapest feasible one wins,
 //! ties going to fewer warps, then to a wgmma kept in flight across a pipelined loop's
-//! iterations, then to larger TMA stages, then fewer stages, then the earlier candidate.
+//! iterations, then to larger TMA stages, then fewer stages (more where a wgmma stays in flight
+//! or a producer warpgroup feeds the loop), then the earlier candidate.
 //!
 //! `dtype` parameters are not tuned: the element type is part of the problem, not of the
 //! schedule. They come from the pins, else the run spec's case, else their first choice.
@@ -645,9 +646,12 @@ pub fn choose_on(
     // warps, then to a wgmma kept in flight across iterations (matmul: 596 against 564
     // TFLOP/s), then to larger TMA stages (fewer mbarrier round trips: matmul_tma with 48 KB
     // stages 743 against 575 TFLOP/s with 24 KB at 4096³), then fewer stages (attention: 2
-    // stages measured faster than 3) except under a wgmma kept in flight, where the deeper ring
-    // wins (matmul_tma at 8192³ with a producer: 4 stages 1.4223 ms, 3 stages 1.4485, 2 stages
-    // 1.6971), then enumeration order (docs/gpu.md). (cp.async matmul
+    // stages measured faster than 3) except under a wgmma kept in flight or a producer
+    // warpgroup, where the deeper ring wins (matmul_tma at 8192³ with a producer: 4 stages
+    // 1.4223 ms, 3 stages 1.4485, 2 stages 1.6971; attention_rotated at 128 x 8192, head dim
+    // 128, two sweeps: causal 3 stages 3.7287 / 3.6406 ms against 3.9520 / 3.8188, not causal
+    // 7.4450 / 7.6324 against 7.2806 / 7.6185, run 92), then enumeration order (docs/gpu.md).
+    // A candidate without either keeps the fewer-stages key, which sorts first. (cp.async matmul
     // with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for some
     // launches: the tie-break stays TMA-only.)
     let mut best: Option<usize> = None;
@@ -665,7 +669,7 @@ pub fn choose_on(
                         c.config.num_warps,
                         !e.wgmma_in_flight,
                         std::cmp::Reverse(e.tma_stage_bytes),
-                        if e.wgmma_in_flight {
+                        if e.wgmma_in_flight || e.producer {
                             u32::MAX - c.config.num_stages
                         } else {
                             c.config.num_stages
