@@ -8,6 +8,7 @@ median for one bench case. For each case this runs `tilec explain` on the same f
 (its fixed values as -D pins) and looks up the time of the candidate the *current* model
 chooses, so a change to the model can be scored on measured data before the next GPU run.
 """
+import glob
 import json
 import re
 import subprocess
@@ -15,11 +16,17 @@ import sys
 
 TILEC = "./target/release/tilec"
 
+def example_of(kernel):
+    """The example that defines `kernel` (sweeps are named after runs or kernels, not files)."""
+    for path in sorted(glob.glob("dsl-examples/*.tile")):
+        if re.search(rf"^kernel {re.escape(kernel)}\b", open(path).read(), re.M):
+            return path
+    sys.exit(f"no example in dsl-examples/ defines kernel `{kernel}`")
+
 def main():
     worst = 0.0
     for path in sys.argv[1:]:
         doc = json.load(open(path))
-        kernel_file = "dsl-examples/" + re.sub(r"^.*tune-(.*)\.json$", r"\1", path) + ".tile"
         for c in doc["cases"]:
             times = {x["config"]: x["median_ms"] for x in c["candidates"] if x["median_ms"]}
             # Names whose value differs between candidates were tuned: not pinned here.
@@ -32,7 +39,7 @@ def main():
             # Values every candidate shares (dtypes, D, CAUSAL, values computed from the sizes).
             pins = [a for n, vs in sorted(values.items()) if len(vs) == 1 and n not in ("warps", "stages")
                     for a in ("-D", f"{n}={next(iter(vs))}")]
-            args = [TILEC, "explain", kernel_file, "--kernel", c["kernel"]] + pins
+            args = [TILEC, "explain", example_of(c["kernel"]), "--kernel", c["kernel"]] + pins
             r = subprocess.run(args, capture_output=True, text=True)
             m = re.search(r"^chosen: (.*)$", r.stdout, re.M)
             if not m:
