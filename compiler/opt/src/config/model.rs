@@ -228,9 +228,8 @@ fn index_tiles(k: &Kernel) -> HashSet<ValueId> {
 }
 
 /// Tiles an elementwise op computes and only elementwise ops and stores read, all before the
-/// next op that needs whole tiles (a load, a reduction, a loop, a broadcast of a tile's
-/// layout...: anything but elementwise ops, stores, constants, splats and indices) in the same
-/// region. ptxas
+/// next op that needs whole tiles (a load, a reduction, a loop...: anything but elementwise
+/// ops, stores, constants, broadcasts, `expand_dims` and indices) in the same region. ptxas
 /// computes such a chain element by element, in place of the operands that die in it: the
 /// tiles it holds are those that cross the chain's ends (loaded rows, a loop's running
 /// statistics), not each step's result. layernorm_fixed's first pass: five tile temporaries a
