@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use tile_gir::assign::GpuPlan;
 use tile_gir::estimate;
 use tile_gir::mma::Instr;
-use tile_lang::ir::{BinaryOp, ConstValue, DType, Elem, Kernel, Op, OpKind, Region, ValueId};
+use tile_lang::ir::{BinaryOp, CmpOp, ConstValue, DType, Elem, Kernel, Op, OpKind, Region, ValueId};
 
 /// Registers every kernel needs besides its tile values: thread and block ids, the shared-memory
 /// base, addresses and loop counters. Fitted against ptxas on the examples (docs/optimizer.md).
@@ -397,9 +397,11 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
 /// The work of one program, summed over its loops' trip counts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Work {
-    /// Bytes loaded and stored in global memory (whole tiles: masked lanes count, which charges
-    /// oversized tiles for the lanes they waste), a load that other programs make too counted
-    /// once per group of programs that share it (the rest hit L2; see [`program_axes`]).
+    /// Bytes loaded and stored in global memory: whole tiles, except the lanes a mask
+    /// `start + arange(0, B) < n` turns off where `start` and `n` are known
+    /// ([`CostWalk::lanes_in_bounds`]; other masks are charged every lane), a load that other
+    /// programs make too counted once per group of programs that share it (the rest hit L2;
+    /// see [`program_axes`]).
     pub dram_bytes: f64,
     /// Every byte loaded and stored, hits in L2 included.
     pub l2_bytes: f64,
@@ -455,6 +457,10 @@ struct CostWalk<'a> {
     keys: HashMap<ValueId, u64>,
     /// Keys of the addresses this program has loaded (loads no other program makes).
     loaded: HashSet<u64>,
+    /// The op that defines each value, by kind and operands (for reading masks).
+    defs: HashMap<ValueId, (OpKind, Vec<ValueId>)>,
+    /// The range of each loop index whose bounds are known: (start, end, step).
+    loops: HashMap<ValueId, (i64, i64, i64)>,
 }
 
 impl CostWalk<'_> {
@@ -463,6 +469,71 @@ impl CostWalk<'_> {
     /// other value (a load, a carried value, an op with regions) is its own key.
     fn key(&self, v: ValueId) -> u64 {
         self.keys.get(&v).copied().unwrap_or_else(|| hash_of(&("value", v.0)))
+    }
+
+    /// A scalar broadcast to a tile: the scalar; any other value: itself.
+    fn splat_source(&self, v: ValueId) -> ValueId {
+        match self.defs.get(&v) {
+            Some((OpKind::Broadcast, ops)) if self.k.ty(ops[0]).is_scalar() => ops[0],
+            _ => v,
+        }
+    }
+
+    /// Every value a scalar takes: one when it is known; each value of a loop index over a
+    /// known range, plus a known constant added to it.
+    fn scalar_values(&self, s: ValueId) -> Option<Vec<i64>> {
+        if let Some(x) = self.known.get(&s) {
+            return Some(vec![*x]);
+        }
+        let range = |iv: ValueId| {
+            let (lo, hi, step) = *self.loops.get(&iv)?;
+            (step > 0 && (hi - lo) / step <= 1 << 16).then(|| (lo..hi).step_by(step as usize).collect::<Vec<_>>())
+        };
+        if let Some(r) = range(s) {
+            return Some(r);
+        }
+        let (OpKind::Binary(BinaryOp::Add), ab) = self.defs.get(&s)? else {
+            return None;
+        };
+        [(ab[0], ab[1]), (ab[1], ab[0])].into_iter().find_map(|(a, b)| {
+            let c = *self.known.get(&b)?;
+            Some(range(a)?.into_iter().map(|x| x + c).collect())
+        })
+    }
+
+    /// The share of a tile's lanes that a mask `start + arange(0, B) < n` lets through, over
+    /// every `start` the op sees (a known scalar, or a loop index plus a constant, not depending
+    /// on the program), with `n` known: masked-off lanes move no bytes (the loop that runs one
+    /// chunk past a row to load ahead moves nothing in its last trip). Other masks: `None`,
+    /// every lane charged.
+    fn lanes_in_bounds(&self, mask: ValueId) -> Option<f64> {
+        let (OpKind::Cmp(CmpOp::Lt), ops) = self.defs.get(&mask)? else {
+            return None;
+        };
+        let n = *self.known.get(&self.splat_source(ops[1]))?;
+        let arange = |v: ValueId| match self.defs.get(&v) {
+            Some((OpKind::Arange { start: 0, end }, _)) => Some(*end),
+            _ => None,
+        };
+        let (starts, width) = match (arange(ops[0]), self.defs.get(&ops[0])?) {
+            (Some(width), _) => (vec![0], width),
+            (None, (OpKind::Binary(BinaryOp::Add), ab)) => {
+                let (s, width) = match (arange(ab[0]), arange(ab[1])) {
+                    (_, Some(w)) => (self.splat_source(ab[0]), w),
+                    (Some(w), None) => (self.splat_source(ab[1]), w),
+                    (None, None) => return None,
+                };
+                // A start that depends on the program: the walk sees one program (the middle
+                // one), whose lanes say nothing of the grid's tail.
+                if !self.k.ty(s).is_scalar() || self.axes.get(&s).is_some_and(|a| *a != 0) {
+                    return None;
+                }
+                (self.scalar_values(s)?, width)
+            }
+            _ => return None,
+        };
+        let live: i64 = starts.iter().map(|x| (n - x).clamp(0, width)).sum();
+        Some(live as f64 / (starts.len() as f64 * width as f64))
     }
 
     /// Records the keys of `op`'s results and, for a loop, of its index.
@@ -477,6 +548,9 @@ impl CostWalk<'_> {
                     | OpKind::Store { .. }
             );
         let operands: Vec<u64> = op.operands.iter().map(|v| self.key(*v)).collect();
+        if let Some(r) = op.results.first() {
+            self.defs.insert(*r, (op.kind.clone(), op.operands.clone()));
+        }
         if pure {
             let kind = format!("{:?}", op.kind);
             for (i, r) in op.results.iter().enumerate() {
@@ -598,8 +672,13 @@ impl CostWalk<'_> {
                     *l += b;
                 }
             }
-            OpKind::Load { .. } => {
-                let b = access(self, op.results[0], op.operands[0]);
+            OpKind::Load { mask, .. } => {
+                let live = if *mask {
+                    self.lanes_in_bounds(op.operands[1]).unwrap_or(1.0)
+                } else {
+                    1.0
+                };
+                let b = access(self, op.results[0], op.operands[0]) * live;
                 let shared = self.sharing(&op.operands[..1]);
                 if shared <= 1.0 && !self.loaded.insert(self.key(op.operands[0])) {
                     self.work.reread_bytes += b * m;
@@ -617,7 +696,11 @@ impl CostWalk<'_> {
                 } else {
                     1
                 }];
-                let b = access(self, value, op.operands[0]) * m;
+                let live = match op.kind {
+                    OpKind::Store { mask: true, .. } => self.lanes_in_bounds(op.operands[2]).unwrap_or(1.0),
+                    _ => 1.0,
+                };
+                let b = access(self, value, op.operands[0]) * m * live;
                 self.work.dram_bytes += b;
                 self.work.l2_bytes += b;
             }
@@ -693,7 +776,10 @@ impl CostWalk<'_> {
             OpKind::For { .. } => {
                 let b: Vec<Option<i64>> = op.operands[..3].iter().map(|v| known(self, *v)).collect();
                 let trips = match (b[0], b[1], b[2]) {
-                    (Some(lo), Some(hi), Some(step)) if step > 0 => ((hi - lo).max(0) + step - 1) / step,
+                    (Some(lo), Some(hi), Some(step)) if step > 0 => {
+                        self.loops.insert(op.regions[0].args[0], (lo, hi, step));
+                        ((hi - lo).max(0) + step - 1) / step
+                    }
                     _ => UNKNOWN_TRIPS,
                 };
                 self.region(&op.regions[0], m * trips as f64);
@@ -794,6 +880,8 @@ pub fn work(k: &Kernel, plan: &GpuPlan, launch: &Launch) -> Work {
         axes: program_axes(k),
         keys: HashMap::new(),
         loaded: HashSet::new(),
+        defs: HashMap::new(),
+        loops: HashMap::new(),
     };
     estimate::scratch_uses(k, plan, &mut |op, bytes, _| {
         *w.scratch.entry(std::ptr::from_ref(op)).or_default() += bytes as f64;
