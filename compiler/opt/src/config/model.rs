@@ -457,13 +457,13 @@ struct CostWalk<'a> {
     keys: HashMap<ValueId, u64>,
     /// Keys of the addresses this program has loaded (loads no other program makes).
     loaded: HashSet<u64>,
-    /// The op that defines each value, by kind and operands (for reading masks).
-    defs: HashMap<ValueId, (OpKind, Vec<ValueId>)>,
+    /// The op that defines each value (for reading masks).
+    defs: HashMap<ValueId, &'a Op>,
     /// The range of each loop index whose bounds are known: (start, end, step).
     loops: HashMap<ValueId, (i64, i64, i64)>,
 }
 
-impl CostWalk<'_> {
+impl<'a> CostWalk<'a> {
     /// A key equal for two values computed by the same pure ops from the same parameters,
     /// constants and loop indices (the index of loops over the same range counts as one); any
     /// other value (a load, a carried value, an op with regions) is its own key.
@@ -474,7 +474,7 @@ impl CostWalk<'_> {
     /// A scalar broadcast to a tile: the scalar; any other value: itself.
     fn splat_source(&self, v: ValueId) -> ValueId {
         match self.defs.get(&v) {
-            Some((OpKind::Broadcast, ops)) if self.k.ty(ops[0]).is_scalar() => ops[0],
+            Some(d) if matches!(d.kind, OpKind::Broadcast) && self.k.ty(d.operands[0]).is_scalar() => d.operands[0],
             _ => v,
         }
     }
@@ -492,7 +492,8 @@ impl CostWalk<'_> {
         if let Some(r) = range(s) {
             return Some(r);
         }
-        let (OpKind::Binary(BinaryOp::Add), ab) = self.defs.get(&s)? else {
+        let d = self.defs.get(&s)?;
+        let (OpKind::Binary(BinaryOp::Add), ab) = (&d.kind, &d.operands) else {
             return None;
         };
         [(ab[0], ab[1]), (ab[1], ab[0])].into_iter().find_map(|(a, b)| {
@@ -507,17 +508,20 @@ impl CostWalk<'_> {
     /// chunk past a row to load ahead moves nothing in its last trip). Other masks: `None`,
     /// every lane charged.
     fn lanes_in_bounds(&self, mask: ValueId) -> Option<f64> {
-        let (OpKind::Cmp(CmpOp::Lt), ops) = self.defs.get(&mask)? else {
+        let d = self.defs.get(&mask)?;
+        let (OpKind::Cmp(CmpOp::Lt), ops) = (&d.kind, &d.operands) else {
             return None;
         };
         let n = *self.known.get(&self.splat_source(ops[1]))?;
-        let arange = |v: ValueId| match self.defs.get(&v) {
-            Some((OpKind::Arange { start: 0, end }, _)) => Some(*end),
+        let arange = |v: ValueId| match self.defs.get(&v).map(|d| &d.kind) {
+            Some(OpKind::Arange { start: 0, end }) => Some(*end),
             _ => None,
         };
-        let (starts, width) = match (arange(ops[0]), self.defs.get(&ops[0])?) {
+        let index = self.defs.get(&ops[0])?;
+        let (starts, width) = match (arange(ops[0]), &index.kind) {
             (Some(width), _) => (vec![0], width),
-            (None, (OpKind::Binary(BinaryOp::Add), ab)) => {
+            (None, OpKind::Binary(BinaryOp::Add)) => {
+                let ab = &index.operands;
                 let (s, width) = match (arange(ab[0]), arange(ab[1])) {
                     (_, Some(w)) => (self.splat_source(ab[0]), w),
                     (Some(w), None) => (self.splat_source(ab[1]), w),
@@ -536,8 +540,9 @@ impl CostWalk<'_> {
         Some(live as f64 / (starts.len() as f64 * width as f64))
     }
 
-    /// Records the keys of `op`'s results and, for a loop, of its index.
-    fn record_keys(&mut self, op: &Op) {
+    /// Records what defines `op`'s results (the op, their structural keys) and, for a loop,
+    /// its index's key.
+    fn record(&mut self, op: &'a Op) {
         let pure = op.regions.is_empty()
             && !matches!(
                 op.kind,
@@ -549,7 +554,7 @@ impl CostWalk<'_> {
             );
         let operands: Vec<u64> = op.operands.iter().map(|v| self.key(*v)).collect();
         if let Some(r) = op.results.first() {
-            self.defs.insert(*r, (op.kind.clone(), op.operands.clone()));
+            self.defs.insert(*r, op);
         }
         if pure {
             let kind = format!("{:?}", op.kind);
@@ -582,7 +587,7 @@ impl CostWalk<'_> {
         (estimate::elems_per_thread(&t.shape, self.threads, self.max_vec) * self.threads as usize) as f64
     }
 
-    fn region(&mut self, r: &Region, m: f64) {
+    fn region(&mut self, r: &'a Region, m: f64) {
         self.level_bytes.push(0.0);
         for op in &r.ops {
             self.op(op, m);
@@ -591,7 +596,7 @@ impl CostWalk<'_> {
         self.work.burst_bytes = self.work.burst_bytes.max(here);
     }
 
-    fn op(&mut self, op: &Op, m: f64) {
+    fn op(&mut self, op: &'a Op, m: f64) {
         let k = self.k;
         let numel = |v: ValueId| k.ty(v).numel() as f64;
         let bytes = |v: ValueId| match k.ty(v).elem {
@@ -603,7 +608,7 @@ impl CostWalk<'_> {
             Elem::Scalar(d) => d.bytes() as f64,
         };
         let known = |w: &Self, v: ValueId| w.known.get(&v).copied();
-        self.record_keys(op);
+        self.record(op);
         match &op.kind {
             OpKind::Const(ConstValue::Int(i)) => {
                 self.known.insert(op.results[0], *i);
