@@ -105,7 +105,9 @@ fn model_vs_ptxas() {
                         // split's 168), not what the consumers use after `setmaxnreg`: such
                         // candidates count for spills only (registers 0: left out of the table).
                         let produced = compiled.threads_per_block > c.config.num_warps * 32;
-                        let v = (if produced { 0 } else { r.registers }, compiled.smem_bytes, spilled);
+                        // The model counts a cluster kernel's static exchange array too.
+                        let smem = compiled.smem_bytes + r.shared_bytes;
+                        let v = (if produced { 0 } else { r.registers }, smem, spilled);
                         seen.insert(key, v);
                         v
                     }

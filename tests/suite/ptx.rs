@@ -65,9 +65,20 @@ fn options(k: &Kernel, target: &Target) -> CompileOptions {
 
 /// Shared-memory accesses whose constant offset lies past the dynamic shared memory the kernel
 /// asks for (every region starts at a constant offset from the window's start, so an offset at
-/// or past the size is an access outside it: CUDA_ERROR_ILLEGAL_ADDRESS at best).
+/// or past the size is an access outside it: CUDA_ERROR_ILLEGAL_ADDRESS at best), or past the
+/// declared size of a static array (a cluster kernel's exchange array).
 fn shared_past_the_end(c: &Compiled) -> Vec<String> {
     let mut out = Vec::new();
+    // `.shared .align 8 .b8 cluster_slots[96];`
+    let statics: std::collections::HashMap<&str, u64> = c
+        .ptx
+        .lines()
+        .filter_map(|l| {
+            let decl = l.trim().strip_prefix(".shared ")?.rsplit(' ').next()?;
+            let (name, size) = decl.strip_suffix("];")?.split_once('[')?;
+            Some((name, size.parse().ok()?))
+        })
+        .collect();
     for line in c.ptx.lines() {
         let t = line.trim();
         let Some(op) = t.split_whitespace().next() else {
@@ -78,16 +89,25 @@ fn shared_past_the_end(c: &Compiled) -> Vec<String> {
         }
         for part in t.split('[').skip(1) {
             let addr = part.split(']').next().unwrap_or("");
-            let Some((_, off)) = addr.rsplit_once('+') else {
+            let Some((base, off)) = addr.rsplit_once('+') else {
                 continue;
             };
-            if let Ok(off) = off.trim().parse::<u64>()
-                && off >= c.smem_bytes as u64
-            {
-                out.push(format!(
-                    "shared access at offset {off}, past the {} B the kernel asks for: `{t}`",
-                    c.smem_bytes
-                ));
+            let Ok(off) = off.trim().parse::<u64>() else {
+                continue;
+            };
+            match statics.get(base.trim()) {
+                Some(&size) if off >= size => out.push(format!(
+                    "shared access at offset {off}, past the {size} B of `{base}`: `{t}`"
+                )),
+                Some(_) => {}
+                // A register may hold an address inside a static array: bounded by the largest.
+                None if off >= (c.smem_bytes as u64).max(statics.values().copied().max().unwrap_or(0)) => {
+                    out.push(format!(
+                        "shared access at offset {off}, past the {} B the kernel asks for: `{t}`",
+                        c.smem_bytes
+                    ))
+                }
+                None => {}
             }
         }
     }
@@ -97,6 +117,33 @@ fn shared_past_the_end(c: &Compiled) -> Vec<String> {
 
 fn snapshot_target() -> Target {
     tile_codegen::target(SNAPSHOT_SM).unwrap()
+}
+
+/// The targets `k` can compile for: all of them, except that a kernel running in thread-block
+/// clusters needs one that has them (`cluster_kernels_need_clusters` checks the error the others
+/// give).
+fn targets_for(k: &Kernel) -> impl Iterator<Item = &'static Target> {
+    let clustered = k.cluster > 1;
+    TARGETS.iter().filter(move |t| t.clusters || !clustered)
+}
+
+#[test]
+fn cluster_kernels_need_clusters() {
+    let mut checked = 0;
+    for ex in examples() {
+        for k in ex.kernels.iter().filter(|k| k.cluster > 1) {
+            for target in TARGETS.iter().filter(|t| !t.clusters) {
+                match tile_codegen::compile(k, &options(k, target)) {
+                    Err(tile_codegen::CodegenError::NoClusters { size, .. }) if size == k.cluster => checked += 1,
+                    other => panic!(
+                        "{}: kernel `{}` on {}: expected the no-clusters error, got {other:?}",
+                        ex.name, k.name, target.sm
+                    ),
+                }
+            }
+        }
+    }
+    assert!(checked > 0, "no example runs in clusters");
 }
 
 /// Compiles or says which example, kernel and target failed and why.
@@ -143,7 +190,7 @@ fn example_kernels_compile_for_every_target_deterministically() {
     let mut compiled = 0;
     for ex in examples() {
         for k in &ex.kernels {
-            for target in TARGETS {
+            for target in targets_for(k) {
                 let at = format!("{}: kernel `{}` on {}", ex.name, k.name, target.sm);
                 let (first, second) = match (compile(&ex, k, target), compile(&ex, k, target)) {
                     (Ok(a), Ok(b)) => (a, b),
@@ -216,7 +263,7 @@ fn example_kernels_assemble_without_spills() {
     for ex in examples() {
         let mut report = String::new();
         for k in &ex.kernels {
-            for target in TARGETS {
+            for target in targets_for(k) {
                 let at = format!("{}: kernel `{}` on {}", ex.name, k.name, target.sm);
                 let c = match compile(&ex, k, target) {
                     Ok(c) => c,

@@ -96,6 +96,8 @@ pub enum CodegenError {
     },
     #[error("{what} is not supported by the GPU back end yet (`{op}`{at})")]
     Unsupported { what: String, op: String, at: String },
+    #[error("`#[cluster({size})]`: {target} has no thread-block clusters; compile for sm_90 or newer (`--sm 90a`)")]
+    NoClusters { size: u32, target: String },
     #[error("the kernel needs {need} bytes of shared memory; {target} allows {limit}")]
     SharedMemory { need: u32, limit: u32, target: String },
     #[error("LLVM: {0}")]

@@ -6,6 +6,7 @@
 //! optimizer chooses configurations from these; the code generator lowers by them.
 
 pub mod assign;
+pub mod cluster;
 pub mod estimate;
 pub mod layout;
 pub mod linear;
@@ -45,6 +46,9 @@ pub struct Target {
     /// Whether the target converts fp8 (e4m3, e5m2) in hardware (`cvt` with `e4m3x2`/`e5m2x2`,
     /// sm_89 and newer); without it the back end converts in integer and f32 arithmetic.
     pub fp8: bool,
+    /// Whether blocks form thread-block clusters with distributed shared memory (sm_90 and
+    /// newer): what `#[cluster(N)]` kernels need.
+    pub clusters: bool,
 }
 
 impl Target {
@@ -72,6 +76,7 @@ pub const TARGETS: &[Target] = &[
         warp_size: 32,
         wgmma: false,
         fp8: false,
+        clusters: false,
     },
     Target {
         sm: "sm_89",
@@ -85,6 +90,7 @@ pub const TARGETS: &[Target] = &[
         warp_size: 32,
         wgmma: false,
         fp8: true,
+        clusters: false,
     },
     Target {
         sm: "sm_90",
@@ -98,6 +104,7 @@ pub const TARGETS: &[Target] = &[
         warp_size: 32,
         wgmma: false,
         fp8: true,
+        clusters: true,
     },
     Target {
         sm: "sm_90a",
@@ -111,6 +118,7 @@ pub const TARGETS: &[Target] = &[
         warp_size: 32,
         wgmma: true,
         fp8: true,
+        clusters: true,
     },
 ];
 

@@ -335,6 +335,11 @@ pub fn specialize(
     smem: u32,
     alias_scratch: bool,
 ) {
+    // A cluster kernel's threads all meet at the cluster's barriers, which a producer
+    // warpgroup running its own loop would never reach.
+    if k.cluster > 1 {
+        return;
+    }
     let one_block = target.blocks_by_smem(smem) < 2;
     'give: for (at, op) in k.body.ops.iter().enumerate() {
         let OpKind::For { .. } = op.kind else { continue };

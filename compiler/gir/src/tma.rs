@@ -451,6 +451,7 @@ mod tests {
             consts: vec![],
             warps: vec![],
             stages: vec![],
+            cluster: 1,
             body: Default::default(),
             values: shapes
                 .iter()

@@ -152,6 +152,23 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// Whether `grid` can launch the kernel: a kernel that runs in clusters (`#[cluster(N)]`)
+    /// needs a first extent that is a multiple of `N` (the driver would refuse it otherwise).
+    pub fn check_grid(&self, grid: [u32; 3]) -> Result<(), JitError> {
+        let n = self.kernel.cluster;
+        if n > 1 && !grid[0].is_multiple_of(n) {
+            return Err(JitError::Grid {
+                kernel: self.kernel.name.clone(),
+                message: format!(
+                    "runs in clusters of {n} programs (`#[cluster({n})]`): the grid's first extent {} is not a \
+                     multiple of {n}",
+                    grid[0]
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The plan as a debug build (`CompileOptions::debug`) when `debug` holds: its own key.
     pub fn with_debug(mut self, debug: bool) -> Plan {
         self.base_key = cache::debug_key(self.base_key, debug);
@@ -611,6 +628,28 @@ mod tests {
         let p = plan(&bare, "vector_add", &block(1024), None, &target(), None).unwrap();
         let e = grid_of(&p, &bare, &args(10)).unwrap_err().to_string();
         assert!(e.contains("has no `#[grid(..)]` attribute"), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_kernel_needs_a_grid_of_whole_clusters() {
+        let text = VECTOR_ADD.replace("#[grid(cdiv(n, BLOCK))]\n", "#[grid(cdiv(n, BLOCK))]\n#[cluster(4)]\n");
+        let prog = Program::load(Source::Text {
+            name: "v.tile".into(),
+            text,
+        })
+        .unwrap();
+        let p = plan(&prog, "vector_add", &block(1024), None, &target(), None).unwrap();
+        assert!(p.check_grid([8, 1, 1]).is_ok());
+        let e = p.check_grid([6, 1, 1]).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "runs in clusters of 4 programs (`#[cluster(4)]`): the grid's first extent 6 is not a multiple of 4"
+            ),
+            "{e}"
+        );
+        // Programs that run alone take any grid.
+        let p = plan(&program(), "vector_add", &block(1024), None, &target(), None).unwrap();
+        assert!(p.check_grid([7, 1, 1]).is_ok());
     }
 
     #[test]

@@ -177,6 +177,7 @@ impl JitGraph {
         if g.contains(&0) {
             return Err(empty_grid(&n.kernel, g));
         }
+        n.kernel.check_grid(g)?;
         let loaded = n.kernel.specialization(args)?;
         let (gn, graph) = (n.node, &mut self.graph);
         n.kernel.with_params(&loaded, args, |params| {

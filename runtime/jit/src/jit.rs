@@ -506,6 +506,11 @@ impl JitKernel {
         self.launch_on(self.jit.gpu.stream(), grid, args)
     }
 
+    /// Whether `grid` can launch this kernel (see `Plan::check_grid`).
+    pub(crate) fn check_grid(&self, grid: [u32; 3]) -> Result<(), JitError> {
+        self.inner.plan.check_grid(grid)
+    }
+
     /// Enqueues a launch on `stream` (see [`JitKernel::launch_async`]). The buffers passed are
     /// noted as used on `stream`, so that freeing them waits for this kernel.
     pub fn launch_on(&self, stream: &Stream, grid: impl Into<Grid>, args: &[Arg<'_>]) -> Result<(), JitError> {
@@ -514,6 +519,7 @@ impl JitKernel {
         if grid.contains(&0) {
             return Ok(());
         }
+        self.check_grid(grid)?;
         let loaded = self.specialization(args)?;
         for o in args.iter().filter_map(|a| a.owner) {
             o.used_on(stream);

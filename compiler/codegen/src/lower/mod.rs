@@ -8,6 +8,7 @@
 //! `index.rs` maps a thread's slots to tile indices and `helpers.rs` holds LLVM types,
 //! intrinsics and inline asm.
 
+mod cluster;
 mod control;
 mod convert;
 mod dot;
@@ -94,6 +95,7 @@ pub(crate) fn lower<'c>(
         producing: false,
         ring_count: None,
         turn: None,
+        exchange: None,
         debug,
     };
     l.kernel()?;
@@ -176,6 +178,8 @@ struct Lowering<'c, 'a> {
     /// At the top level of the body of a loop whose consumer warpgroups take turns issuing
     /// wgmma (see `turns`): whether this warpgroup holds the turn.
     turn: Option<std::cell::Cell<bool>>,
+    /// The exchange array of a kernel with cluster reductions (see `cluster`).
+    exchange: Option<cluster::Exchange<'c>>,
     /// A debug build (`CompileOptions::debug`): mbarrier waits are bounded.
     debug: bool,
 }
@@ -260,6 +264,7 @@ impl<'c> Lowering<'c, '_> {
             }
             self.vals.insert(p.value, Repr::Scalar(v));
         }
+        self.cluster_entry(f)?;
         let body = self.k.body.clone();
         if let Some((op, pl)) = self.producer() {
             self.producer_branch(&op, &pl)?;
@@ -276,6 +281,7 @@ impl<'c> Lowering<'c, '_> {
                 Ok(())
             })?;
         }
+        self.cluster_exit()?;
         llvm(self.b.build_return(None))?;
         Ok(())
     }
@@ -416,6 +422,7 @@ impl<'c> Lowering<'c, '_> {
             OpKind::Reduce { op: r, axis } => self.reduce(op, *r, *axis)?,
             OpKind::ArgReduce { max, axis } => self.arg_reduce(op, *max, *axis)?,
             OpKind::ReduceWith { axis } => self.reduce_with(op, *axis)?,
+            OpKind::ClusterReduce(r) => self.cluster_reduce(op, *r)?,
             OpKind::Scan { op: r, axis, reverse } => self.scan(op, Some(*r), *axis, *reverse)?,
             OpKind::ScanWith { axis, reverse } => self.scan(op, None, *axis, *reverse)?,
             // Regions run repeatedly or conditionally: no straight-line knowledge crosses them.

@@ -357,7 +357,7 @@ impl<'c> Lowering<'c, '_> {
 
     /// A local slot of type `ty`, allocated at the kernel's entry (where LLVM promotes it to
     /// registers).
-    fn entry_alloca(
+    pub(super) fn entry_alloca(
         &mut self,
         ty: inkwell::types::BasicTypeEnum<'c>,
         name: &str,
@@ -582,6 +582,19 @@ impl<'c> Lowering<'c, '_> {
         stage: IntValue<'c>,
         why: &str,
     ) -> R<()> {
+        self.mbarrier_wait_scoped(bar, parity, stage, why, false)
+    }
+
+    /// [`Self::mbarrier_wait`], acquiring at cluster scope when `cluster` (the barrier's phase is
+    /// completed by other blocks of the cluster, whose writes the waiter then sees).
+    pub(super) fn mbarrier_wait_scoped(
+        &mut self,
+        bar: inkwell::values::PointerValue<'c>,
+        parity: IntValue<'c>,
+        stage: IntValue<'c>,
+        why: &str,
+        cluster: bool,
+    ) -> R<()> {
         let f = self.func();
         let timer = "llvm.nvvm.read.ptx.sreg.globaltimer";
         let start = match self.debug {
@@ -594,7 +607,11 @@ impl<'c> Lowering<'c, '_> {
         self.b.position_at_end(spin);
         let ok = self
             .intr1(
-                "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
+                if cluster {
+                    "llvm.nvvm.mbarrier.try.wait.parity.scope.cluster.space.cta"
+                } else {
+                    "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta"
+                },
                 &[],
                 &[bar.into(), parity.into()],
             )?

@@ -7,6 +7,7 @@
 
 mod builtins;
 pub use builtins::builtin_names;
+mod cluster;
 mod expr;
 mod stmt;
 
@@ -204,6 +205,10 @@ pub(crate) struct Cx<'a> {
     pub op_count: usize,
     /// Kernel parameters by value: name and the span of the declared type (for "declared here").
     pub param_decls: HashMap<ValueId, (String, Span)>,
+    /// Programs per cluster (`#[cluster(N)]`; 1 without it).
+    pub cluster: u32,
+    /// The result of every cluster reduction and the call that made it (for the uniformity check).
+    pub cluster_sites: Vec<(ValueId, Span)>,
 }
 
 impl<'a> Cx<'a> {
@@ -224,6 +229,8 @@ impl<'a> Cx<'a> {
             inline_depth: 0,
             op_count: 0,
             param_decls: HashMap::new(),
+            cluster: 1,
+            cluster_sites: Vec::new(),
         }
     }
 
@@ -407,14 +414,37 @@ impl<'a> Cx<'a> {
                 "warps" => warps = self.attr_ints(a, |n| n.is_power_of_two() && n <= 32, "powers of two up to 32"),
                 "stages" => stages = self.attr_ints(a, |n| (1..=8).contains(&n), "between 1 and 8"),
                 "grid" => self.grid_attr(def, a),
+                "cluster" => {
+                    let sizes = self.attr_ints(
+                        a,
+                        |n| n.is_power_of_two() && n <= 8,
+                        "1, 2, 4 or 8 (programs per cluster)",
+                    );
+                    match sizes.as_slice() {
+                        [n] => self.cluster = *n,
+                        [] => {}
+                        _ => {
+                            self.error(
+                                Diagnostic::error(a.span, "`#[cluster]` takes one size")
+                                    .label("several sizes")
+                                    .help("write e.g. `#[cluster(2)]`: programs 2c and 2c + 1 form cluster c"),
+                            );
+                        }
+                    }
+                }
                 other => {
-                    let known = ["warps", "stages", "grid"].into_iter().find(|k| other.ends_with(k));
+                    let known = ["warps", "stages", "grid", "cluster"]
+                        .into_iter()
+                        .find(|k| other.ends_with(k));
                     self.error(
                         Diagnostic::error(a.name.span, format!("unknown kernel attribute `{other}`"))
                             .label("not a kernel attribute")
                             .help(match known {
                                 Some(k) => format!("write `#[{k}(..)]`"),
-                                None => "kernels take `#[warps(..)]`, `#[stages(..)]` and `#[grid(..)]`".to_string(),
+                                None => {
+                                    "kernels take `#[warps(..)]`, `#[stages(..)]`, `#[grid(..)]` and `#[cluster(..)]`"
+                                        .to_string()
+                                }
                             }),
                     );
                 }
@@ -477,6 +507,10 @@ impl<'a> Cx<'a> {
             args: vec![],
             ops: std::mem::take(&mut self.regions[0]),
         };
+        cluster::check_uniform(self, &body);
+        if !self.diags.is_empty() {
+            return None;
+        }
         dce(&mut body);
         let mut k = Kernel {
             name: def.name.name.clone(),
@@ -484,6 +518,7 @@ impl<'a> Cx<'a> {
             consts,
             warps,
             stages,
+            cluster: self.cluster,
             body,
             values: std::mem::take(&mut self.values),
         };

@@ -1,6 +1,7 @@
-//! The reference interpreter: runs a kernel's IR on the CPU, one program after another, with the
-//! semantics the GPU has (masks and `other`, rounding after every op in the op's dtype, dot
-//! accumulating in its result dtype). It is the reference every GPU result is compared with, so
+//! The reference interpreter: runs a kernel's IR on the CPU, one program after another (the
+//! programs of a cluster, `#[cluster(N)]`, side by side on threads that meet at each cluster
+//! reduction), with the semantics the GPU has (masks and `other`, rounding after every op in
+//! the op's dtype, dot accumulating in its result dtype). It is the reference every GPU result is compared with, so
 //! it is written to be obviously right rather than fast.
 //!
 //! It never exhibits undefined behaviour: an unmasked out-of-bounds access, an integer division
@@ -10,6 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::rc::Rc;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 pub use crate::ir::scalar::{self, Scalar};
 use crate::ir::*;
@@ -168,27 +170,193 @@ pub fn run_limited(
         };
         env[p.value.0 as usize] = Some(tile);
     }
-    let mut m = Machine {
-        k: kernel,
-        env,
-        buffers,
-        grid,
-        pid: [0; 3],
-        out: Vec::new(),
-        dead: HashMap::new(),
-        steps: 0,
-        max_steps: limits.max_steps,
-        loops: Vec::new(),
-    };
+    let size = kernel.cluster.max(1);
+    if grid[0] % size != 0 {
+        return Err(top(format!(
+            "`{}` runs in clusters of {size} programs (`#[cluster({size})]`): the grid's first extent {} \
+             is not a multiple of {size}",
+            kernel.name, grid[0]
+        )));
+    }
+    // Programs of a cluster run side by side only where they exchange values.
+    let mut exchanges = false;
+    kernel.walk(&mut |op| exchanges |= matches!(op.kind, OpKind::ClusterReduce(_)));
+    let cluster = if exchanges { size } else { 1 };
+    let buffers = Mutex::new(buffers);
+    fn machine<'a, 'b>(
+        k: &'a Kernel,
+        env: &[Option<Tile>],
+        buffers: &'a Mutex<&'b mut [Buffer]>,
+        (grid, pid): ([u32; 3], [u32; 3]),
+        (steps, max_steps): (u64, u64),
+        cluster: Option<(&'a Exchange, usize)>,
+    ) -> Machine<'a, 'b> {
+        Machine {
+            k,
+            env: env.to_vec(),
+            buffers,
+            grid,
+            pid,
+            out: Vec::new(),
+            dead: HashMap::new(),
+            steps,
+            max_steps,
+            loops: Vec::new(),
+            cluster,
+        }
+    }
+    let max = limits.max_steps;
+    let (mut out, mut steps) = (Vec::new(), 0u64);
     for z in 0..grid[2] {
         for y in 0..grid[1] {
-            for x in 0..grid[0] {
-                m.pid = [x, y, z];
-                m.region(&kernel.body)?;
+            if cluster == 1 {
+                let mut m = machine(kernel, &env, &buffers, (grid, [0, y, z]), (steps, max), None);
+                for x in 0..grid[0] {
+                    m.pid = [x, y, z];
+                    m.region(&kernel.body)?;
+                }
+                out.append(&mut m.out);
+                steps = m.steps;
+                continue;
+            }
+            for first in (0..grid[0]).step_by(cluster as usize) {
+                let ex = Exchange::new(cluster as usize);
+                let runs: Vec<Result<(Output, u64), InterpError>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..cluster as usize)
+                        .map(|rank| {
+                            let (ex, env, buffers) = (&ex, &env, &buffers);
+                            s.spawn(move || {
+                                let pid = [first + rank as u32, y, z];
+                                let mut m = machine(kernel, env, buffers, (grid, pid), (steps, max), Some((ex, rank)));
+                                let r = m.region(&kernel.body);
+                                ex.finish();
+                                r.map(|_| (m.out, m.steps - steps))
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                        .collect()
+                });
+                // The first error in program order; a program that waited for a failed one
+                // reports that it was left waiting, which says less.
+                let mut first_err = None;
+                for r in runs {
+                    match r {
+                        Ok((mut o, n)) => {
+                            out.append(&mut o);
+                            steps = steps.saturating_add(n);
+                        }
+                        Err(e) => {
+                            if first_err
+                                .as_ref()
+                                .is_none_or(|f: &InterpError| f.message.starts_with(LEFT_WAITING))
+                            {
+                                first_err = Some(e);
+                            }
+                        }
+                    }
+                }
+                if let Some(e) = first_err {
+                    return Err(e);
+                }
+                if steps > limits.max_steps {
+                    return Err(top(format!(
+                        "stopped after {} element operations, the budget (--max-steps raises it)",
+                        limits.max_steps
+                    )));
+                }
             }
         }
     }
-    Ok(m.out)
+    Ok(out)
+}
+
+/// How an error of a program left waiting at a cluster reduction begins.
+const LEFT_WAITING: &str = "left waiting at a cluster reduction";
+
+/// Where the programs of one cluster meet at each cluster reduction: each posts its value and
+/// its site, the last to arrive combines them in program order, and all take the result.
+struct Exchange {
+    state: Mutex<ExchangeState>,
+    arrived: Condvar,
+}
+
+struct ExchangeState {
+    /// Each program's value and reduction site in the round under way.
+    posted: Vec<Option<(Loc, Scalar)>>,
+    /// Rounds completed so far, and the last one's result (`Err`: the sites differed).
+    rounds: u64,
+    result: Result<Scalar, String>,
+    /// Programs that have ended (finished or failed).
+    ended: usize,
+}
+
+impl Exchange {
+    fn new(size: usize) -> Exchange {
+        Exchange {
+            state: Mutex::new(ExchangeState {
+                posted: vec![None; size],
+                rounds: 0,
+                result: Ok(Scalar::B(false)),
+                ended: 0,
+            }),
+            arrived: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ExchangeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Posts program `rank`'s `x` at reduction `site`, waits for the cluster's other programs
+    /// and returns `x` combined over them by `combine`, in program order.
+    fn reduce(
+        &self,
+        rank: usize,
+        site: Loc,
+        x: Scalar,
+        combine: &dyn Fn(Scalar, Scalar) -> Result<Scalar, &'static str>,
+    ) -> Result<Scalar, String> {
+        let mut st = self.lock();
+        st.posted[rank] = Some((site, x));
+        if st.posted.iter().all(Option::is_some) {
+            let posted: Vec<(Loc, Scalar)> = st.posted.iter_mut().map(|p| p.take().unwrap()).collect();
+            st.result = if let Some((p, (other, _))) = posted.iter().enumerate().find(|(_, (l, _))| *l != site) {
+                Err(format!(
+                    "the programs of a cluster reached different cluster reductions: program rank {p} of the \
+                     cluster is at {}:{}",
+                    other.line, other.col
+                ))
+            } else {
+                posted[1..]
+                    .iter()
+                    .try_fold(posted[0].1, |acc, (_, v)| combine(acc, *v).map_err(String::from))
+            };
+            st.rounds += 1;
+            self.arrived.notify_all();
+            return st.result.clone();
+        }
+        let round = st.rounds;
+        while st.rounds == round {
+            if st.ended > 0 {
+                st.posted[rank] = None;
+                return Err(format!(
+                    "{LEFT_WAITING}: another program of the cluster ended without reaching it (every program \
+                     of a cluster must reach each cluster reduction)"
+                ));
+            }
+            st = self.arrived.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.result.clone()
+    }
+
+    /// Program of the cluster has ended: the others stop waiting for it.
+    fn finish(&self) {
+        self.lock().ended += 1;
+        self.arrived.notify_all();
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -252,10 +420,11 @@ fn unflatten(mut i: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
-struct Machine<'a> {
+struct Machine<'a, 'b> {
     k: &'a Kernel,
     env: Vec<Option<Tile>>,
-    buffers: &'a mut [Buffer],
+    /// The buffers, shared by the programs of a cluster running side by side.
+    buffers: &'a Mutex<&'b mut [Buffer]>,
     grid: [u32; 3],
     pid: [u32; 3],
     out: Output,
@@ -268,6 +437,8 @@ struct Machine<'a> {
     /// The loops running now, outermost first: where each is, its iteration (from 0) and its
     /// trip count.
     loops: Vec<(Loc, u64, u64)>,
+    /// The cluster's exchange and this program's rank in it (kernels with `#[cluster(N)]`).
+    cluster: Option<(&'a Exchange, usize)>,
 }
 
 /// For each op of `r`, the values defined in `r` (its arguments and its ops' results) that no
@@ -301,7 +472,11 @@ fn last_uses(r: &Region) -> Vec<Vec<ValueId>> {
     out
 }
 
-impl Machine<'_> {
+impl<'a, 'b> Machine<'a, 'b> {
+    fn buffers(&self) -> MutexGuard<'a, &'b mut [Buffer]> {
+        self.buffers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// What `op` costs against the step budget: one, plus the elements of its largest operand or
     /// result, plus `m * n * k` for a `dot`.
     fn cost(&self, op: &Op) -> u64 {
@@ -594,6 +769,18 @@ impl Machine<'_> {
                     scalar::binary(b, d, acc, x).map_err(String::from)
                 })?;
                 self.set(res(0), t);
+            }
+            OpKind::ClusterReduce(r) => {
+                let d = self.dtype(op.operands[0]);
+                let x = self.get(op.operands[0]).elems()[0];
+                let (ex, rank) = self
+                    .cluster
+                    .expect("the checker allows cluster reductions in cluster kernels only");
+                let b = r.combine();
+                let v = ex
+                    .reduce(rank, op.loc, x, &|a, c| scalar::binary(b, d, a, c))
+                    .map_err(|m| self.err(op, m))?;
+                self.set(res(0), Tile::scalar(v));
             }
             OpKind::ArgReduce { max, axis } => {
                 let d = self.dtype(op.operands[0]);
@@ -927,8 +1114,16 @@ impl Machine<'_> {
     }
 
     /// The buffer element a pointer designates, or an error naming the access.
-    fn locate(&self, op: &Op, p: Ptr, lane: usize, shape: &[usize], verb: &str) -> Result<(usize, usize), InterpError> {
-        let b = &self.buffers[p.buf as usize];
+    fn locate(
+        &self,
+        bufs: &[Buffer],
+        op: &Op,
+        p: Ptr,
+        lane: usize,
+        shape: &[usize],
+        verb: &str,
+    ) -> Result<(usize, usize), InterpError> {
+        let b = &bufs[p.buf as usize];
         if p.off < 0 || p.off as u64 >= b.data.len() as u64 {
             let at = if shape.is_empty() {
                 String::new()
@@ -953,13 +1148,14 @@ impl Machine<'_> {
         let d = self.k.ty(op.results[0]).dtype().unwrap();
         let zero = Scalar::zero(d);
         let mut out = Vec::with_capacity(ps.len());
+        let bufs = self.buffers();
         for (i, ptr) in ps.iter().enumerate() {
             if m.is_some_and(|m| m[i] == Scalar::B(false)) {
                 out.push(o.map_or(zero, |o| o[i]));
                 continue;
             }
-            let (b, j) = self.locate(op, *ptr, i, &p.shape, "load")?;
-            out.push(self.buffers[b].data[j]);
+            let (b, j) = self.locate(&bufs, op, *ptr, i, &p.shape, "load")?;
+            out.push(bufs[b].data[j]);
         }
         Ok(Tile {
             shape: p.shape.clone(),
@@ -1005,12 +1201,13 @@ impl Machine<'_> {
         let d = self.k.ty(op.results[0]).dtype().unwrap();
         let zero = Scalar::zero(d);
         let mut out = Vec::with_capacity(ptrs.len());
+        let bufs = self.buffers();
         for (i, p) in ptrs.iter().enumerate() {
             out.push(match p {
                 None => zero,
                 Some(p) => {
-                    let (b, j) = self.locate(op, *p, i, &shape, "load")?;
-                    self.buffers[b].data[j]
+                    let (b, j) = self.locate(&bufs, op, *p, i, &shape, "load")?;
+                    bufs[b].data[j]
                 }
             });
         }
@@ -1024,10 +1221,11 @@ impl Machine<'_> {
         let (ptrs, shape) = self.block_elements(op);
         let v = crate::ir::block::operands(op).value.unwrap();
         let vals = self.get(v).elems().to_vec();
+        let mut bufs = self.buffers();
         for (i, p) in ptrs.iter().enumerate() {
             if let Some(p) = p {
-                let (b, j) = self.locate(op, *p, i, &shape, "store")?;
-                self.buffers[b].data[j] = vals[i];
+                let (b, j) = self.locate(&bufs, op, *p, i, &shape, "store")?;
+                bufs[b].data[j] = vals[i];
             }
         }
         Ok(())
@@ -1040,12 +1238,13 @@ impl Machine<'_> {
         };
         let v = self.get(op.operands[1]).elems().to_vec();
         let m = mask.then(|| self.get(op.operands[2]).elems().to_vec());
+        let mut bufs = self.buffers();
         for (i, ptr) in ps.iter().enumerate() {
             if m.as_ref().is_some_and(|m| m[i] == Scalar::B(false)) {
                 continue;
             }
-            let (b, j) = self.locate(op, *ptr, i, &p.shape, "store")?;
-            self.buffers[b].data[j] = v[i];
+            let (b, j) = self.locate(&bufs, op, *ptr, i, &p.shape, "store")?;
+            bufs[b].data[j] = v[i];
         }
         Ok(())
     }
@@ -1061,13 +1260,14 @@ impl Machine<'_> {
         let m = mask.then(|| vals[nvals].clone());
         let zero = if d.is_float() { Scalar::F(0.0) } else { Scalar::I(0) };
         let mut out = Vec::with_capacity(ps.len());
+        let mut bufs = self.buffers();
         for (i, ptr) in ps.iter().enumerate() {
             if m.as_ref().is_some_and(|m| m[i] == Scalar::B(false)) {
                 out.push(zero);
                 continue;
             }
-            let (b, j) = self.locate(op, *ptr, i, &p.shape, "atomic update")?;
-            let old = self.buffers[b].data[j];
+            let (b, j) = self.locate(&bufs, op, *ptr, i, &p.shape, "atomic update")?;
+            let old = bufs[b].data[j];
             let new = match kind {
                 Some(AtomicOp::Xchg) => vals[0][i],
                 Some(k) => {
@@ -1089,7 +1289,7 @@ impl Machine<'_> {
                     }
                 }
             };
-            self.buffers[b].data[j] = new;
+            bufs[b].data[j] = new;
             out.push(old);
         }
         Ok(Tile {
@@ -1131,6 +1331,60 @@ fn fmt_elem(e: Scalar, d: DType) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn f32s(name: &str, v: &[f64]) -> Buffer {
+        Buffer::from_f64(name, DType::F32, v)
+    }
+
+    /// The programs of a cluster combine in program order; programs that reach different
+    /// reductions, or a program that ends while the others wait, are errors (the checker keeps
+    /// such kernels out; the IR's text form does not).
+    #[test]
+    fn clusters_meet_at_each_reduction() {
+        let sum = "kernel @k(x %0: *f32, y %1: *mut f32) cluster(2) {
+  %2 = program_id<0> : i32
+  %3 = ptr_add %0, %2 : *f32
+  %4 = load %3 : f32
+  %5 = cluster_reduce<sum> %4 : f32
+  %6 = ptr_add %1, %2 : *mut f32
+  store %6, %5
+}
+";
+        let k = crate::ir::parse_kernel(sum).unwrap();
+        let mut bufs = vec![f32s("x", &[1.0, 2.0, 30.0, 40.0]), f32s("y", &[0.0; 4])];
+        run(&k, [4, 1, 1], &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap();
+        assert_eq!(bufs[1].to_f64(), [3.0, 3.0, 70.0, 70.0]);
+        let e = run(&k, [3, 1, 1], &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap_err();
+        assert!(
+            e.message.contains("the grid's first extent 3 is not a multiple of 2"),
+            "{e}"
+        );
+        // Only program 0 of each cluster reaches the reduction.
+        let lopsided = "kernel @k(x %0: *f32, y %1: *mut f32) cluster(2) {
+  %2 = program_id<0> : i32
+  %3 = const<2> : i32
+  %4 = rem %2, %3 : i32
+  %5 = const<0> : i32
+  %6 = eq %4, %5 : bool
+  if %6 {
+  ^():
+    %7 = ptr_add %0, %2 : *f32
+    %8 = load %7 : f32
+    %9 = cluster_reduce<max> %8 : f32
+    %10 = ptr_add %1, %2 : *mut f32
+    store %10, %9
+    yield
+  } {
+  ^():
+    yield
+  }
+}
+";
+        let k = crate::ir::parse_kernel(lopsided).unwrap();
+        let e = run(&k, [2, 1, 1], &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap_err();
+        assert!(e.message.starts_with(LEFT_WAITING), "{e}");
+        assert_eq!(e.program, [0, 0, 0]);
+    }
 
     /// Each value is dropped after its last read in its own region; values from outside a loop
     /// body are never dropped inside it; what a loop body reads stays until that read.

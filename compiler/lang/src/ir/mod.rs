@@ -43,6 +43,9 @@ pub struct Kernel {
     pub warps: Vec<u32>,
     /// `num_stages` candidates from `#[stages(..)]`.
     pub stages: Vec<u32>,
+    /// Programs per thread-block cluster along grid axis 0, from `#[cluster(N)]` (1: none).
+    /// Programs `c * N .. c * N + N` form cluster `c`; `cluster_*` reductions combine their values.
+    pub cluster: u32,
     pub body: Region,
     /// Type of every value, indexed by [`ValueId`].
     pub values: Vec<Type>,
@@ -231,6 +234,10 @@ pub enum OpKind {
     ArgReduce { max: bool, axis: usize },
     /// `(x) -> x` with `axis` removed, combining with region 0 (two scalar args, yields one).
     ReduceWith { axis: usize },
+    /// `(x) -> x`, scalar: `x` combined over the programs of this program's cluster, in the
+    /// order of their program ids (the same result in each of them). Every program of a cluster
+    /// must reach it (see [`Kernel::cluster`]).
+    ClusterReduce(ReduceOp),
     /// `(x) -> x` inclusive prefix sums or products along `axis`.
     Scan { op: ReduceOp, axis: usize, reverse: bool },
     /// `(x) -> x` inclusive scan combining with region 0.
@@ -309,7 +316,14 @@ impl OpKind {
         use OpKind::*;
         matches!(
             self,
-            Store { .. } | StoreBlock { .. } | Atomic { .. } | AtomicCas { .. } | Print(_) | Assert(_) | Yield
+            Store { .. }
+                | StoreBlock { .. }
+                | Atomic { .. }
+                | AtomicCas { .. }
+                | ClusterReduce(_)
+                | Print(_)
+                | Assert(_)
+                | Yield
         )
     }
 
@@ -346,6 +360,7 @@ impl OpKind {
             ArgReduce { max: true, .. } => "argmax",
             ArgReduce { max: false, .. } => "argmin",
             ReduceWith { .. } => "reduce_with",
+            ClusterReduce(_) => "cluster_reduce",
             Scan { .. } => "scan",
             ScanWith { .. } => "scan_with",
             For { .. } => "for",

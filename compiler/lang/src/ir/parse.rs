@@ -306,6 +306,7 @@ impl P {
         let mut consts = Vec::new();
         let mut warps = Vec::new();
         let mut stages = Vec::new();
+        let mut cluster = 1;
         while let Some(Tok::Ident(word)) = self.peek().cloned() {
             self.pos += 1;
             match word.as_str() {
@@ -320,6 +321,10 @@ impl P {
                 }
                 "warps" => warps = self.u32_list()?,
                 "stages" => stages = self.u32_list()?,
+                "cluster" => match self.u32_list()?.as_slice() {
+                    [n] => cluster = *n,
+                    _ => return Err(self.err("`cluster` takes one size".to_string())),
+                },
                 w => return Err(self.err(format!("unexpected `{w}` in the kernel header"))),
             }
         }
@@ -339,6 +344,7 @@ impl P {
             consts,
             warps,
             stages,
+            cluster,
             body,
             values,
         })
@@ -543,6 +549,9 @@ impl P {
                 max: name == "argmax",
                 axis: num(0)? as usize,
             },
+            "cluster_reduce" => {
+                OpKind::ClusterReduce(ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?)
+            }
             "reduce_with" => OpKind::ReduceWith { axis: num(0)? as usize },
             "scan" => OpKind::Scan {
                 op: ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,

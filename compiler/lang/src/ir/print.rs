@@ -38,6 +38,9 @@ impl fmt::Display for Kernel {
         if !self.stages.is_empty() {
             write!(f, " stages({})", list(&self.stages))?;
         }
+        if self.cluster > 1 {
+            write!(f, " cluster({})", self.cluster)?;
+        }
         f.write_str(" {\n")?;
         let mut s = String::new();
         print_ops(self, &self.body, 1, &mut s)?;
@@ -109,6 +112,7 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
         Atomic { op, mask } => [vec![op.name().to_string()], flag(*mask, "mask")].concat(),
         Dot(p) => vec![p.name().to_string()],
         Reduce { op, axis } => vec![op.name().to_string(), axis.to_string()],
+        ClusterReduce(op) => vec![op.name().to_string()],
         ArgReduce { axis, .. } | ReduceWith { axis } => vec![axis.to_string()],
         Scan { op, axis, reverse } => {
             [vec![op.name().to_string(), axis.to_string()], flag(*reverse, "reverse")].concat()

@@ -430,6 +430,17 @@ impl V<'_> {
                     return Err("max/min/and/or/xor keep the input dtype".into());
                 }
             }
+            ClusterReduce(r) => {
+                n_in(1)?;
+                n_out(1)?;
+                if !ot[0].is_scalar() || !ot[0].dtype().is_some_and(|d| d.is_float() || d.is_int()) {
+                    return Err("cluster reductions combine number scalars".into());
+                }
+                if matches!(r, ReduceOp::Prod) {
+                    return Err("cluster reductions are sum, max, min, and, or and xor".into());
+                }
+                same(ot[0], &rt[0])?;
+            }
             ArgReduce { axis, .. } => {
                 n_in(1)?;
                 n_out(1)?;

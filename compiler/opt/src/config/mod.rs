@@ -391,7 +391,9 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
     let k = &*prepared.kernel;
     let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages, &t.target);
     let regs = registers(k, &plan);
-    let smem = tile_gir::estimate::smem_bytes_in(k, &plan);
+    // The dynamic window and, for a cluster kernel, its static exchange array.
+    let smem =
+        tile_gir::estimate::smem_bytes_in(k, &plan) + tile_gir::cluster::ClusterSlots::of(k).map_or(0, |c| c.bytes());
     // A producer warpgroup is part of the block; when it gives its registers to the kernel's
     // warps (setmaxnreg), the block takes the SM's registers and theirs is the split's count.
     let threads = plan.block_threads();

@@ -38,6 +38,48 @@ pub(super) fn reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<V
     Ok(Val::V(cx.keep_dims(r, axis, keep, span)?))
 }
 
+/// `cluster_sum(x)`, `cluster_max(x)`, `cluster_min(x)`: a scalar combined over the programs of
+/// this program's cluster (`#[cluster(N)]`), in program-id order, the same in each of them.
+pub(super) fn cluster_reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
+    let op = match name {
+        "cluster_sum" => ReduceOp::Sum,
+        "cluster_max" => ReduceOp::Max,
+        _ => ReduceOp::Min,
+    };
+    if cx.cluster <= 1 {
+        return cx.fail(
+            Diagnostic::error(span, format!("`{name}` needs a kernel that runs in clusters"))
+                .label("this kernel's programs run alone")
+                .help("add `#[cluster(2)]` (or 4, 8) to the kernel: programs 2c and 2c + 1 then form cluster c"),
+        );
+    }
+    let (xv, xs) = a.req(0);
+    let x = cx.number_arg((xv, xs), "the combined value")?;
+    let t = cx.ty(x).clone();
+    let d = t.dtype().unwrap();
+    if !t.is_scalar() {
+        return cx.fail(
+            Diagnostic::error(xs, format!("`{name}` combines scalars, one per program"))
+                .label(format!("this is {t}"))
+                .help(format!("reduce the tile first, e.g. `{name}({}(x))`", op.name())),
+        );
+    }
+    if !(d.is_float() || d.is_int()) || d.bytes() < 4 {
+        return cx.fail(
+            Diagnostic::error(xs, format!("`{name}` takes 32- or 64-bit numbers, not {d}"))
+                .label(format!("this is {t}"))
+                .help(if d.is_float() {
+                    "convert it with `.to(f32)`"
+                } else {
+                    "convert it with `.to(i32)`"
+                }),
+        );
+    }
+    let r = cx.emit1(OpKind::ClusterReduce(op), vec![x], t, span)?;
+    cx.cluster_sites.push((r, span));
+    Ok(Val::V(r))
+}
+
 /// `argmax(x, axis)` and `argmin(x, axis)`: the index of the extreme element.
 pub(super) fn arg_reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
     let (x, xs) = a.req(0);
