@@ -3,7 +3,8 @@
 //!
 //! One static shared array per kernel (`cluster_slots`, outside the dynamic window, so that
 //! nothing else ever reuses it) holds, for each cluster reduction of the kernel in program
-//! order, two rounds: an mbarrier per round (8 bytes), then each round's `N` slots of 8 bytes.
+//! order, two rounds: an mbarrier per round (8 bytes), then each round's `N` slots of 8 bytes
+//! per value the reduction combines (`cluster_reduce` of a tuple combines several).
 //! Successive executions of one reduction alternate between the rounds. Each program writes its
 //! value into its own slot in every program of the cluster and arrives on that program's
 //! mbarrier of the round (so each barrier expects `N` arrivals); then it waits on its own
@@ -36,8 +37,10 @@ pub const BARRIER_BYTES: u32 = 8;
 pub struct ClusterSlots {
     /// Programs per cluster.
     pub size: u32,
-    /// The result of each cluster reduction, in program order (its index is its site).
+    /// The (first) result of each cluster reduction, in program order (its index is its site).
     pub sites: Vec<ValueId>,
+    /// How many values each site combines.
+    pub widths: Vec<u32>,
     /// Whether each site is inside a loop (runs more than once).
     pub in_loop: Vec<bool>,
     /// Whether the last site sits at the top of the kernel's body (in no loop or branch), so
@@ -48,11 +51,11 @@ pub struct ClusterSlots {
 impl ClusterSlots {
     /// The exchange array of `k`, when it runs in clusters and has cluster reductions.
     pub fn of(k: &Kernel) -> Option<ClusterSlots> {
-        // (result, inside a loop, inside any region)
-        fn walk(r: &Region, in_loop: bool, nested: bool, out: &mut Vec<(ValueId, bool, bool)>) {
+        // (result, values, inside a loop, inside any region)
+        fn walk(r: &Region, in_loop: bool, nested: bool, out: &mut Vec<(ValueId, u32, bool, bool)>) {
             for op in &r.ops {
-                if let OpKind::ClusterReduce(_) = op.kind {
-                    out.push((op.results[0], in_loop, nested));
+                if let OpKind::ClusterReduce(_) | OpKind::ClusterReduceWith = op.kind {
+                    out.push((op.results[0], op.results.len() as u32, in_loop, nested));
                 }
                 let inner = in_loop || matches!(op.kind, OpKind::For { .. });
                 for sub in &op.regions {
@@ -65,18 +68,24 @@ impl ClusterSlots {
         (k.cluster > 1 && !found.is_empty()).then(|| ClusterSlots {
             size: k.cluster,
             sites: found.iter().map(|s| s.0).collect(),
-            in_loop: found.iter().map(|s| s.1).collect(),
-            last_at_top: !found[found.len() - 1].2,
+            widths: found.iter().map(|s| s.1).collect(),
+            in_loop: found.iter().map(|s| s.2).collect(),
+            last_at_top: !found[found.len() - 1].3,
         })
     }
 
-    fn site_bytes(&self) -> u32 {
-        2 * BARRIER_BYTES + 2 * self.size * SLOT_BYTES
+    fn site_bytes(&self, site: usize) -> u32 {
+        2 * BARRIER_BYTES + 2 * self.round_bytes(site)
+    }
+
+    /// Bytes of one round of site `site`: every program's values.
+    pub fn round_bytes(&self, site: usize) -> u32 {
+        self.size * self.widths[site] * SLOT_BYTES
     }
 
     /// Bytes of the whole array (static shared memory, beside the dynamic window).
     pub fn bytes(&self) -> u32 {
-        self.sites.len() as u32 * self.site_bytes()
+        (0..self.sites.len()).map(|s| self.site_bytes(s)).sum()
     }
 
     /// The site of the reduction whose result is `v`.
@@ -86,11 +95,11 @@ impl ClusterSlots {
 
     /// Byte offset of site `site`'s round-0 mbarrier; round 1's follows it.
     pub fn barrier(&self, site: usize) -> u32 {
-        site as u32 * self.site_bytes()
+        (0..site).map(|s| self.site_bytes(s)).sum()
     }
 
-    /// Byte offset of site `site`'s round-0 slot of rank 0; rank `r` of round `q` is at
-    /// `slot(site) + (q * size + r) * SLOT_BYTES`.
+    /// Byte offset of site `site`'s round-0 slot of rank 0, value 0; value `i` of rank `r` in
+    /// round `q` is at `slot(site) + q * round_bytes(site) + (r * width + i) * SLOT_BYTES`.
     pub fn slot(&self, site: usize) -> u32 {
         self.barrier(site) + 2 * BARRIER_BYTES
     }

@@ -9,7 +9,7 @@ use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
 use tile_gir::cluster::{BARRIER_BYTES, ClusterSlots, SLOT_BYTES};
 use tile_lang::ir::*;
 
-use super::{Lowering, R, SHARED, llvm};
+use super::{Lowering, R, Repr, SHARED, llvm};
 use crate::CodegenError;
 
 /// A cluster kernel's exchange array, per site the count of its executions so far (a
@@ -109,12 +109,14 @@ impl<'c> Lowering<'c, '_> {
         unsafe { llvm(self.b.build_in_bounds_gep(self.ctx.i8_type(), ex.array, &[off], "")) }
     }
 
-    /// `cluster_sum(x)` and its kind: inside a loop, this block's threads meet (their reads of
-    /// the round's slots two executions ago are over); then the first `N` threads write `x` into this program's slot of
-    /// the round in each program `tid` of the cluster and arrive on that program's barrier,
-    /// then every thread waits on its own barrier and folds the `N` slots in rank order.
-    pub(super) fn cluster_reduce(&mut self, op: &Op, r: ReduceOp) -> R<()> {
-        let (site, counter, slot0, bar0, in_loop) = {
+    /// `cluster_sum(x)` and its kind (`r`), or `cluster_reduce(x, combine)` (`r` is `None`:
+    /// region 0 combines): inside a loop, this block's threads meet (their reads of the round's
+    /// slots two executions ago are over); then the first `N` threads write the values into
+    /// this program's slots of the round in each program `tid` of the cluster and arrive on
+    /// that program's barrier, then every thread waits on its own barrier and folds the `N`
+    /// programs' values in rank order.
+    pub(super) fn cluster_reduce(&mut self, op: &Op, r: Option<ReduceOp>) -> R<()> {
+        let (site, counter, slot0, bar0, round_bytes, in_loop) = {
             let ex = self
                 .exchange
                 .as_ref()
@@ -128,10 +130,12 @@ impl<'c> Lowering<'c, '_> {
                 ex.rounds[site],
                 ex.slots.slot(site),
                 ex.slots.barrier(site),
+                ex.slots.round_bytes(site),
                 ex.slots.in_loop[site],
             )
         };
         let size = self.k.cluster;
+        let width = op.operands.len() as u32;
         let i32t = self.ctx.i32_type();
         let b = &self.b;
         let k = llvm(b.build_load(i32t, counter, "cluster_round"))?.into_int_value();
@@ -143,8 +147,8 @@ impl<'c> Lowering<'c, '_> {
             llvm(l.b.build_int_add(o, l.i32c(first as u64), ""))
         };
         let bar = at(self, bar0, BARRIER_BYTES, round)?;
-        let slots = at(self, slot0, size * SLOT_BYTES, round)?;
-        let x = self.scalar(op.operands[0]);
+        let slots = at(self, slot0, round_bytes, round)?;
+        let xs: Vec<BasicValueEnum<'c>> = op.operands.iter().map(|v| self.scalar(*v)).collect();
         if in_loop {
             self.barrier()?;
         }
@@ -156,13 +160,16 @@ impl<'c> Lowering<'c, '_> {
                 .build_int_compare(IntPredicate::ULT, self.tid(), self.i32c(size as u64), ""),
         )?;
         self.when(sender, |l| {
-            let mine = at(l, 0, SLOT_BYTES, rank)?;
+            let mine = at(l, 0, width * SLOT_BYTES, rank)?;
             let mine = llvm(l.b.build_int_add(slots, mine, ""))?;
-            let local = l.cluster_ptr(mine)?;
-            let remote = l
-                .intr1("llvm.nvvm.mapa.shared.cluster", &[], &[local.into(), l.tid().into()])?
-                .into_pointer_value();
-            llvm(l.b.build_store(remote, x))?;
+            for (i, x) in xs.iter().enumerate() {
+                let off = llvm(l.b.build_int_add(mine, l.i32c(i as u64 * SLOT_BYTES as u64), ""))?;
+                let local = l.cluster_ptr(off)?;
+                let remote = l
+                    .intr1("llvm.nvvm.mapa.shared.cluster", &[], &[local.into(), l.tid().into()])?
+                    .into_pointer_value();
+                llvm(l.b.build_store(remote, *x))?;
+            }
             let bar = l.cluster_ptr(bar)?;
             let remote_bar = l
                 .intr1("llvm.nvvm.mapa.shared.cluster", &[], &[bar.into(), l.tid().into()])?
@@ -175,25 +182,39 @@ impl<'c> Lowering<'c, '_> {
             Ok(())
         })?;
         let bar = self.cluster_ptr(bar)?;
+        let name = r.map_or("cluster_reduce".to_string(), |r| format!("cluster_{}", r.name()));
         let why = format!(
-            "for the {size} programs of its cluster at `cluster_{}` ({}:{})",
-            r.name(),
-            op.loc.line,
-            op.loc.col
+            "for the {size} programs of its cluster at `{name}` ({}:{})",
+            op.loc.line, op.loc.col
         );
         self.mbarrier_wait_scoped(bar, parity, self.i32c(site as u64), &why, true)?;
-        let d = self.dtype(op.operands[0]);
-        let mut acc: Option<BasicValueEnum<'c>> = None;
+        let mut acc: Vec<BasicValueEnum<'c>> = Vec::new();
         for j in 0..size {
-            let off = llvm(self.b.build_int_add(slots, self.i32c((j * SLOT_BYTES) as u64), ""))?;
-            let p = self.cluster_ptr(off)?;
-            let v = llvm(self.b.build_load(x.get_type(), p, ""))?;
-            acc = Some(match acc {
-                None => v,
-                Some(a) => self.binary(r.combine(), d, a, v)?,
-            });
+            let mut next = Vec::with_capacity(xs.len());
+            for (i, x) in xs.iter().enumerate() {
+                let off = (j * width + i as u32) * SLOT_BYTES;
+                let p = self.cluster_ptr(llvm(self.b.build_int_add(slots, self.i32c(off as u64), ""))?)?;
+                next.push(llvm(self.b.build_load(x.get_type(), p, ""))?);
+            }
+            acc = if j == 0 {
+                next
+            } else if let Some(r) = r {
+                vec![self.binary(r.combine(), self.dtype(op.operands[0]), acc[0], next[0])?]
+            } else {
+                let args: Vec<Repr<'c>> = acc.iter().chain(&next).map(|v| Repr::Scalar(*v)).collect();
+                let region = op.regions[0].clone();
+                self.region(&region, &args, &[])?
+                    .into_iter()
+                    .map(|v| match v {
+                        Repr::Scalar(s) => s,
+                        Repr::Tile(t) => t[0],
+                    })
+                    .collect()
+            };
         }
-        self.set(op.results[0], super::Repr::Scalar(acc.expect("clusters have programs")));
+        for (res, v) in op.results.iter().zip(acc) {
+            self.set(*res, Repr::Scalar(v));
+        }
         // The last site at the top of the body: no peer writes into this program after it.
         let ex = self
             .exchange

@@ -422,7 +422,8 @@ impl<'c> Lowering<'c, '_> {
             OpKind::Reduce { op: r, axis } => self.reduce(op, *r, *axis)?,
             OpKind::ArgReduce { max, axis } => self.arg_reduce(op, *max, *axis)?,
             OpKind::ReduceWith { axis } => self.reduce_with(op, *axis)?,
-            OpKind::ClusterReduce(r) => self.cluster_reduce(op, *r)?,
+            OpKind::ClusterReduce(r) => self.cluster_reduce(op, Some(*r))?,
+            OpKind::ClusterReduceWith => self.cluster_reduce(op, None)?,
             OpKind::Scan { op: r, axis, reverse } => self.scan(op, Some(*r), *axis, *reverse)?,
             OpKind::ScanWith { axis, reverse } => self.scan(op, None, *axis, *reverse)?,
             // Regions run repeatedly or conditionally: no straight-line knowledge crosses them.

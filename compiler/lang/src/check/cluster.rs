@@ -31,21 +31,28 @@ pub(super) fn check_uniform(cx: &mut Cx<'_>, body: &Region) {
         let Some(&(_, span)) = cx.cluster_sites.iter().find(|(s, _)| *s == v) else {
             continue;
         };
+        let help = if why == COMBINE {
+            "call it outside the helper, on the reduction's result".to_string()
+        } else {
+            format!(
+                "the programs of a cluster ({} consecutive program ids along axis 0) wait for each other here; move \
+                 the call out of control flow that depends on `program_id(0)` (other than `program_id(0) / {}`) or \
+                 on loaded values",
+                cx.cluster, cx.cluster
+            )
+        };
         cx.error(
             Diagnostic::error(
                 span,
                 "a cluster reduction must be reached by every program of the cluster",
             )
             .label(why)
-            .help(format!(
-                "the programs of a cluster ({} consecutive program ids along axis 0) wait for each \
-                     other here; move the call out of control flow that depends on `program_id(0)` \
-                     (other than `program_id(0) / {}`) or on loaded values",
-                cx.cluster, cx.cluster
-            )),
+            .help(help),
         );
     }
 }
+
+const COMBINE: &str = "inside a reduction's `combine` helper, which runs once per pair of values";
 
 struct Uniform {
     cluster: i64,
@@ -72,12 +79,15 @@ impl Uniform {
 
     fn op(&mut self, op: &Op, divergent: Option<&'static str>) {
         match &op.kind {
-            OpKind::ClusterReduce(_) => {
+            OpKind::ClusterReduce(_) | OpKind::ClusterReduceWith => {
                 if let Some(why) = divergent {
                     self.bad.push((op.results[0], why));
                 }
                 // The result is the same in every program of the cluster.
                 self.uniform.extend(op.results.iter().copied());
+                for r in &op.regions {
+                    self.region(r, Some(COMBINE));
+                }
             }
             OpKind::For { .. } => {
                 let bounds = &op.operands[..3];
@@ -146,8 +156,13 @@ impl Uniform {
             | OpKind::Print(_)
             | OpKind::Assert(_) => {}
             _ => {
+                // A combine helper runs once per pair of elements, not once per program.
+                let inner = match op.kind {
+                    OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => Some(COMBINE),
+                    _ => divergent,
+                };
                 for r in &op.regions {
-                    self.region(r, divergent);
+                    self.region(r, inner);
                 }
                 if op.regions.is_empty() && self.all_uniform(&op.operands) {
                     self.uniform.extend(op.results.iter().copied());

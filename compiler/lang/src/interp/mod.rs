@@ -180,7 +180,7 @@ pub fn run_limited(
     }
     // Programs of a cluster run side by side only where they exchange values.
     let mut exchanges = false;
-    kernel.walk(&mut |op| exchanges |= matches!(op.kind, OpKind::ClusterReduce(_)));
+    kernel.walk(&mut |op| exchanges |= matches!(op.kind, OpKind::ClusterReduce(_) | OpKind::ClusterReduceWith));
     let cluster = if exchanges { size } else { 1 };
     let buffers = Mutex::new(buffers);
     fn machine<'a, 'b>(
@@ -276,19 +276,22 @@ pub fn run_limited(
 /// How an error of a program left waiting at a cluster reduction begins.
 const LEFT_WAITING: &str = "left waiting at a cluster reduction";
 
-/// Where the programs of one cluster meet at each cluster reduction: each posts its value and
-/// its site, the last to arrive combines them in program order, and all take the result.
+/// Where the programs of one cluster meet at each cluster reduction: each posts its values and
+/// its site, and once all have, each takes every program's values, in program order, to fold.
 struct Exchange {
     state: Mutex<ExchangeState>,
     arrived: Condvar,
 }
 
+/// One program's values at a cluster reduction.
+type Posted = Vec<Scalar>;
+
 struct ExchangeState {
-    /// Each program's value and reduction site in the round under way.
-    posted: Vec<Option<(Loc, Scalar)>>,
-    /// Rounds completed so far, and the last one's result (`Err`: the sites differed).
+    /// Each program's values and reduction site in the round under way.
+    posted: Vec<Option<(Loc, Posted)>>,
+    /// Rounds completed so far, and the last one's values (`Err`: the sites differed).
     rounds: u64,
-    result: Result<Scalar, String>,
+    result: Result<Vec<Posted>, String>,
     /// Programs that have ended (finished or failed).
     ended: usize,
 }
@@ -299,7 +302,7 @@ impl Exchange {
             state: Mutex::new(ExchangeState {
                 posted: vec![None; size],
                 rounds: 0,
-                result: Ok(Scalar::B(false)),
+                result: Ok(Vec::new()),
                 ended: 0,
             }),
             arrived: Condvar::new(),
@@ -310,19 +313,13 @@ impl Exchange {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Posts program `rank`'s `x` at reduction `site`, waits for the cluster's other programs
-    /// and returns `x` combined over them by `combine`, in program order.
-    fn reduce(
-        &self,
-        rank: usize,
-        site: Loc,
-        x: Scalar,
-        combine: &dyn Fn(Scalar, Scalar) -> Result<Scalar, &'static str>,
-    ) -> Result<Scalar, String> {
+    /// Posts program `rank`'s values `x` at reduction `site`, waits for the cluster's other
+    /// programs and returns every program's values, in program order.
+    fn gather(&self, rank: usize, site: Loc, x: Posted) -> Result<Vec<Posted>, String> {
         let mut st = self.lock();
         st.posted[rank] = Some((site, x));
         if st.posted.iter().all(Option::is_some) {
-            let posted: Vec<(Loc, Scalar)> = st.posted.iter_mut().map(|p| p.take().unwrap()).collect();
+            let posted: Vec<(Loc, Posted)> = st.posted.iter_mut().map(|p| p.take().unwrap()).collect();
             st.result = if let Some((p, (other, _))) = posted.iter().enumerate().find(|(_, (l, _))| *l != site) {
                 Err(format!(
                     "the programs of a cluster reached different cluster reductions: program rank {p} of the \
@@ -330,9 +327,7 @@ impl Exchange {
                     other.line, other.col
                 ))
             } else {
-                posted[1..]
-                    .iter()
-                    .try_fold(posted[0].1, |acc, (_, v)| combine(acc, *v).map_err(String::from))
+                Ok(posted.into_iter().map(|(_, v)| v).collect())
             };
             st.rounds += 1;
             self.arrived.notify_all();
@@ -772,15 +767,25 @@ impl<'a, 'b> Machine<'a, 'b> {
             }
             OpKind::ClusterReduce(r) => {
                 let d = self.dtype(op.operands[0]);
-                let x = self.get(op.operands[0]).elems()[0];
-                let (ex, rank) = self
-                    .cluster
-                    .expect("the checker allows cluster reductions in cluster kernels only");
+                let all = self.cluster_gather(op)?;
                 let b = r.combine();
-                let v = ex
-                    .reduce(rank, op.loc, x, &|a, c| scalar::binary(b, d, a, c))
-                    .map_err(|m| self.err(op, m))?;
+                let v = all[1..]
+                    .iter()
+                    .try_fold(all[0][0], |acc, x| scalar::binary(b, d, acc, x[0]))
+                    .map_err(|m| self.err(op, m.to_string()))?;
                 self.set(res(0), Tile::scalar(v));
+            }
+            OpKind::ClusterReduceWith => {
+                let all = self.cluster_gather(op)?;
+                let mut acc = all[0].clone();
+                for next in &all[1..] {
+                    acc = self
+                        .combine_all(&op.regions[0], &acc, next)
+                        .map_err(|m| self.err(op, m))?;
+                }
+                for (i, v) in acc.into_iter().enumerate() {
+                    self.set(res(i), Tile::scalar(v));
+                }
             }
             OpKind::ArgReduce { max, axis } => {
                 let d = self.dtype(op.operands[0]);
@@ -968,6 +973,16 @@ impl<'a, 'b> Machine<'a, 'b> {
             }
         }
         Ok(())
+    }
+
+    /// The operands of cluster reduction `op` in every program of this program's cluster, in
+    /// program order.
+    fn cluster_gather(&mut self, op: &Op) -> Result<Vec<Posted>, InterpError> {
+        let x: Posted = op.operands.iter().map(|v| self.get(*v).elems()[0]).collect();
+        let (ex, rank) = self
+            .cluster
+            .expect("the checker allows cluster reductions in cluster kernels only");
+        ex.gather(rank, op.loc, x).map_err(|m| self.err(op, m))
     }
 
     fn combine(&mut self, region: &Region, a: Scalar, b: Scalar) -> Result<Scalar, String> {

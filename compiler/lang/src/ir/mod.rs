@@ -238,6 +238,10 @@ pub enum OpKind {
     /// order of their program ids (the same result in each of them). Every program of a cluster
     /// must reach it (see [`Kernel::cluster`]).
     ClusterReduce(ReduceOp),
+    /// `(x...) -> x...`, scalars: the values combined over the programs of this program's
+    /// cluster by region 0 (`2k` scalar args: the accumulated values then the next program's;
+    /// yields `k`), in the order of their program ids, the same in each of them.
+    ClusterReduceWith,
     /// `(x) -> x` inclusive prefix sums or products along `axis`.
     Scan { op: ReduceOp, axis: usize, reverse: bool },
     /// `(x) -> x` inclusive scan combining with region 0.
@@ -321,6 +325,7 @@ impl OpKind {
                 | Atomic { .. }
                 | AtomicCas { .. }
                 | ClusterReduce(_)
+                | ClusterReduceWith
                 | Print(_)
                 | Assert(_)
                 | Yield
@@ -361,6 +366,7 @@ impl OpKind {
             ArgReduce { max: false, .. } => "argmin",
             ReduceWith { .. } => "reduce_with",
             ClusterReduce(_) => "cluster_reduce",
+            ClusterReduceWith => "cluster_reduce_with",
             Scan { .. } => "scan",
             ScanWith { .. } => "scan_with",
             For { .. } => "for",

@@ -137,7 +137,7 @@ impl V<'_> {
                 v.extend(ot[3..].iter().map(|t| (*t).clone()));
                 v
             }
-            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => {
+            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } | OpKind::ClusterReduceWith => {
                 // The accumulated values, then the next ones: two scalars per operand.
                 let s: Vec<Type> = ot
                     .iter()
@@ -154,7 +154,7 @@ impl V<'_> {
 
     fn region_yields(&self, op: &Op, ot: &[&Type], rt: &[Type]) -> Vec<Type> {
         match &op.kind {
-            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } => ot
+            OpKind::ReduceWith { .. } | OpKind::ScanWith { .. } | OpKind::ClusterReduceWith => ot
                 .iter()
                 .map(|t| Type {
                     elem: t.elem,
@@ -195,7 +195,10 @@ impl V<'_> {
                 Err(format!("needs {n} regions"))
             }
         };
-        if !matches!(op.kind, For { .. } | If | ReduceWith { .. } | ScanWith { .. }) {
+        if !matches!(
+            op.kind,
+            For { .. } | If | ReduceWith { .. } | ScanWith { .. } | ClusterReduceWith
+        ) {
             regions(0)?;
         }
         match &op.kind {
@@ -450,6 +453,26 @@ impl V<'_> {
                 }
                 s.remove(*axis);
                 same(&rt[0], &Type::tile(DType::I32, s))?;
+            }
+            ClusterReduceWith => {
+                if ot.is_empty() || rt.len() != ot.len() {
+                    return Err(format!(
+                        "expected as many results as operands (at least one), got {} and {}",
+                        rt.len(),
+                        ot.len()
+                    ));
+                }
+                regions(1)?;
+                for (o, r) in ot.iter().zip(rt) {
+                    if !o.is_scalar()
+                        || !o
+                            .dtype()
+                            .is_some_and(|d| (d.is_float() || d.is_int()) && d.bytes() >= 4)
+                    {
+                        return Err("cluster reductions combine 32- or 64-bit number scalars".into());
+                    }
+                    same(o, r)?;
+                }
             }
             ReduceWith { axis } => {
                 // Several tiles of one shape reduce together, one result each.

@@ -85,6 +85,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin::new("cluster_sum", &["x"], 1, reduce::cluster_reduction),
     Builtin::new("cluster_max", &["x"], 1, reduce::cluster_reduction),
     Builtin::new("cluster_min", &["x"], 1, reduce::cluster_reduction),
+    Builtin::new("cluster_reduce", &["x", "combine"], 2, reduce::cluster_reduce_with),
     Builtin::new("cumsum", &["x", "axis", "reverse"], 1, reduce::scan),
     Builtin::new("cumprod", &["x", "axis", "reverse"], 1, reduce::scan),
     Builtin::new("scan", &["x", "axis", "combine", "reverse"], 3, reduce::scan),

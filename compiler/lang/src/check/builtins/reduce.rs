@@ -46,6 +46,45 @@ pub(super) fn cluster_reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span
         "cluster_max" => ReduceOp::Max,
         _ => ReduceOp::Min,
     };
+    let x = cluster_operand(cx, name, a.req(0), &format!("{}(x)", op.name()), span)?;
+    let t = cx.ty(x).clone();
+    let r = cx.emit1(OpKind::ClusterReduce(op), vec![x], t, span)?;
+    cx.cluster_sites.push((r, span));
+    Ok(Val::V(r))
+}
+
+/// `cluster_reduce(x, combine)`: scalars (one, or a tuple combined together) folded over the
+/// programs of this program's cluster by a helper, as `reduce` folds along an axis: `fn
+/// combine(a0, a1, b0, b1)` returns the pair for two. One exchange for several statistics.
+pub(super) fn cluster_reduce_with(cx: &mut Cx<'_>, name: &str, a: Args, span: Span) -> R<Val> {
+    let (xv, xs) = a.req(0);
+    let (tuple, items) = match xv {
+        Val::Tuple(items) if !items.is_empty() => (true, items),
+        Val::Tuple(_) => {
+            return cx
+                .fail(Diagnostic::error(xs, "`cluster_reduce` needs at least one value").label("this tuple is empty"));
+        }
+        v => (false, vec![v]),
+    };
+    let mut ids = Vec::with_capacity(items.len());
+    for v in items {
+        ids.push(cluster_operand(cx, name, (v, xs), "sum(x)", span)?);
+    }
+    let f = cx.combine_fn(a.req(1))?;
+    let elems: Vec<Elem> = ids.iter().map(|x| cx.ty(*x).elem).collect();
+    let region = cx.combine_region(f, &elems, span)?;
+    let types: Vec<Type> = ids.iter().map(|x| cx.ty(*x).clone()).collect();
+    let rs = cx.emit(OpKind::ClusterReduceWith, ids, types, vec![region], span)?;
+    cx.cluster_sites.push((rs[0], span));
+    Ok(if tuple {
+        Val::Tuple(rs.into_iter().map(Val::V).collect())
+    } else {
+        Val::V(rs[0])
+    })
+}
+
+/// An operand of a cluster reduction: a 32- or 64-bit number scalar, in a cluster kernel.
+fn cluster_operand(cx: &mut Cx<'_>, name: &str, x: (Val, Span), reduce: &str, span: Span) -> R<ValueId> {
     if cx.cluster <= 1 {
         return cx.fail(
             Diagnostic::error(span, format!("`{name}` needs a kernel that runs in clusters"))
@@ -53,15 +92,15 @@ pub(super) fn cluster_reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span
                 .help("add `#[cluster(2)]` (or 4, 8) to the kernel: programs 2c and 2c + 1 then form cluster c"),
         );
     }
-    let (xv, xs) = a.req(0);
-    let x = cx.number_arg((xv, xs), "the combined value")?;
+    let xs = x.1;
+    let x = cx.number_arg(x, "the combined value")?;
     let t = cx.ty(x).clone();
     let d = t.dtype().unwrap();
     if !t.is_scalar() {
         return cx.fail(
             Diagnostic::error(xs, format!("`{name}` combines scalars, one per program"))
                 .label(format!("this is {t}"))
-                .help(format!("reduce the tile first, e.g. `{name}({}(x))`", op.name())),
+                .help(format!("reduce the tile first, e.g. `{name}({reduce})`")),
         );
     }
     if !(d.is_float() || d.is_int()) || d.bytes() < 4 {
@@ -75,9 +114,7 @@ pub(super) fn cluster_reduction(cx: &mut Cx<'_>, name: &str, a: Args, span: Span
                 }),
         );
     }
-    let r = cx.emit1(OpKind::ClusterReduce(op), vec![x], t, span)?;
-    cx.cluster_sites.push((r, span));
-    Ok(Val::V(r))
+    Ok(x)
 }
 
 /// `argmax(x, axis)` and `argmin(x, axis)`: the index of the extreme element.
