@@ -163,9 +163,11 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         &prepared,
         opts.debug,
     )?;
-    if smem_bytes > opts.target.max_smem_per_block {
+    // The dynamic window and a cluster kernel's static exchange array share the limit.
+    let need = smem_bytes + tile_gir::cluster::ClusterSlots::of(kernel).map_or(0, |c| c.bytes());
+    if need > opts.target.max_smem_per_block {
         return Err(CodegenError::SharedMemory {
-            need: smem_bytes,
+            need,
             limit: opts.target.max_smem_per_block,
             target: opts.target.sm.into(),
         });

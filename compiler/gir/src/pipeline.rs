@@ -335,9 +335,9 @@ pub fn specialize(
     smem: u32,
     alias_scratch: bool,
 ) {
-    // A cluster kernel's threads all meet at the cluster's barriers, which a producer
-    // warpgroup running its own loop would never reach.
-    if k.cluster > 1 {
+    // The threads of a kernel with cluster reductions all meet at the cluster's barriers,
+    // which a producer warpgroup running its own loop would never reach.
+    if crate::cluster::ClusterSlots::of(k).is_some() {
         return;
     }
     let one_block = target.blocks_by_smem(smem) < 2;

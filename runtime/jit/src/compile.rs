@@ -155,18 +155,12 @@ impl Plan {
     /// Whether `grid` can launch the kernel: a kernel that runs in clusters (`#[cluster(N)]`)
     /// needs a first extent that is a multiple of `N` (the driver would refuse it otherwise).
     pub fn check_grid(&self, grid: [u32; 3]) -> Result<(), JitError> {
-        let n = self.kernel.cluster;
-        if n > 1 && !grid[0].is_multiple_of(n) {
-            return Err(JitError::Grid {
+        self.kernel
+            .check_cluster_grid(grid[0])
+            .map_err(|message| JitError::Grid {
                 kernel: self.kernel.name.clone(),
-                message: format!(
-                    "runs in clusters of {n} programs (`#[cluster({n})]`): the grid's first extent {} is not a \
-                     multiple of {n}",
-                    grid[0]
-                ),
-            });
-        }
-        Ok(())
+                message,
+            })
     }
 
     /// The plan as a debug build (`CompileOptions::debug`) when `debug` holds: its own key.

@@ -793,6 +793,9 @@ fn time_candidate(
         }
         Problem::Launch { grid, .. } => (None, grid(cfg)),
     };
+    kernel
+        .check_cluster_grid(grid[0])
+        .map_err(|m| BuildError::Spec(format!("`{}` {m}", kernel.name)))?;
     let specialization: Vec<ArgSpec> = match (&plan, &req.problem) {
         (Some(p), _) => plan_specialization(&p.args),
         (None, Problem::Launch { args, .. }) => args.iter().map(arg_spec_of).collect(),

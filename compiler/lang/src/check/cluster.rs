@@ -83,10 +83,20 @@ impl Uniform {
                 if let Some(why) = divergent {
                     self.bad.push((op.results[0], why));
                 }
-                // The result is the same in every program of the cluster.
-                self.uniform.extend(op.results.iter().copied());
+                // Every program folds the same values in the same order: the results are the
+                // same in each, unless the combine helper reads something that is not (its
+                // program id, memory).
+                let mut same = true;
                 for r in &op.regions {
+                    self.uniform.extend(r.args.iter().copied());
                     self.region(r, Some(COMBINE));
+                    same &= r
+                        .ops
+                        .last()
+                        .is_some_and(|y| matches!(y.kind, OpKind::Yield) && self.all_uniform(&y.operands));
+                }
+                if same {
+                    self.uniform.extend(op.results.iter().copied());
                 }
             }
             OpKind::For { .. } => {

@@ -170,14 +170,10 @@ pub fn run_limited(
         };
         env[p.value.0 as usize] = Some(tile);
     }
+    kernel
+        .check_cluster_grid(grid[0])
+        .map_err(|m| top(format!("`{}` {m}", kernel.name)))?;
     let size = kernel.cluster.max(1);
-    if grid[0] % size != 0 {
-        return Err(top(format!(
-            "`{}` runs in clusters of {size} programs (`#[cluster({size})]`): the grid's first extent {} \
-             is not a multiple of {size}",
-            kernel.name, grid[0]
-        )));
-    }
     // Programs of a cluster run side by side only where they exchange values.
     let mut exchanges = false;
     kernel.walk(&mut |op| exchanges |= matches!(op.kind, OpKind::ClusterReduce(_) | OpKind::ClusterReduceWith));
@@ -221,22 +217,43 @@ pub fn run_limited(
             }
             for first in (0..grid[0]).step_by(cluster as usize) {
                 let ex = Exchange::new(cluster as usize);
+                // Each program may spend its share of what is left of the budget.
+                let share = steps + (max - steps.min(max)) / cluster as u64;
                 let runs: Vec<Result<(Output, u64), InterpError>> = std::thread::scope(|s| {
                     let handles: Vec<_> = (0..cluster as usize)
                         .map(|rank| {
                             let (ex, env, buffers) = (&ex, &env, &buffers);
-                            s.spawn(move || {
-                                let pid = [first + rank as u32, y, z];
-                                let mut m = machine(kernel, env, buffers, (grid, pid), (steps, max), Some((ex, rank)));
-                                let r = m.region(&kernel.body);
+                            let spawned = std::thread::Builder::new()
+                                .stack_size(CLUSTER_STACK_BYTES)
+                                .spawn_scoped(s, move || {
+                                    // Ends this program in the exchange even if it panics, so
+                                    // that the others stop waiting for it.
+                                    struct Finish<'e>(&'e Exchange);
+                                    impl Drop for Finish<'_> {
+                                        fn drop(&mut self) {
+                                            self.0.finish();
+                                        }
+                                    }
+                                    let _finish = Finish(ex);
+                                    let pid = [first + rank as u32, y, z];
+                                    let mut m =
+                                        machine(kernel, env, buffers, (grid, pid), (steps, share), Some((ex, rank)));
+                                    let r = m.region(&kernel.body);
+                                    r.map(|_| (m.out, m.steps - steps))
+                                });
+                            if spawned.is_err() {
+                                // The program never runs: the others must not wait for it.
                                 ex.finish();
-                                r.map(|_| (m.out, m.steps - steps))
-                            })
+                            }
+                            spawned
                         })
                         .collect();
                     handles
                         .into_iter()
-                        .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                        .map(|h| match h {
+                            Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                            Err(e) => Err(top(format!("cannot start a thread for a program of a cluster: {e}"))),
+                        })
                         .collect()
                 });
                 // The first error in program order; a program that waited for a failed one
@@ -272,6 +289,10 @@ pub fn run_limited(
     }
     Ok(out)
 }
+
+/// The stack of each thread running a program of a cluster (`tilec` runs the interpreter on a
+/// thread with a large stack too: regions nest).
+const CLUSTER_STACK_BYTES: usize = 256 << 20;
 
 /// How an error of a program left waiting at a cluster reduction begins.
 const LEFT_WAITING: &str = "left waiting at a cluster reduction";

@@ -275,6 +275,20 @@ impl Kernel {
         &self.values[v.0 as usize]
     }
 
+    /// Whether a grid of `x` programs along axis 0 can launch the kernel: one that runs in
+    /// clusters (`#[cluster(N)]`) needs a multiple of `N`. The error says so, without the
+    /// kernel's name (callers add it where they do not name the kernel already).
+    pub fn check_cluster_grid(&self, x: u32) -> Result<(), String> {
+        let n = self.cluster;
+        if n > 1 && !x.is_multiple_of(n) {
+            return Err(format!(
+                "runs in clusters of {n} programs (`#[cluster({n})]`): the grid's first extent {x} is not a \
+                 multiple of {n}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Calls `f` on every op, depth first, in program order.
     pub fn walk(&self, f: &mut dyn FnMut(&Op)) {
         fn go(r: &Region, f: &mut dyn FnMut(&Op)) {

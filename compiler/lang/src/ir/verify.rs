@@ -436,11 +436,18 @@ impl V<'_> {
             ClusterReduce(r) => {
                 n_in(1)?;
                 n_out(1)?;
-                if !ot[0].is_scalar() || !ot[0].dtype().is_some_and(|d| d.is_float() || d.is_int()) {
-                    return Err("cluster reductions combine number scalars".into());
+                if self.k.cluster <= 1 {
+                    return Err("a cluster reduction needs a kernel with `cluster(N)`, N > 1".into());
                 }
-                if matches!(r, ReduceOp::Prod) {
-                    return Err("cluster reductions are sum, max, min, and, or and xor".into());
+                if !ot[0].is_scalar()
+                    || !ot[0]
+                        .dtype()
+                        .is_some_and(|d| (d.is_float() || d.is_int()) && d.bytes() >= 4)
+                {
+                    return Err("cluster reductions combine 32- or 64-bit number scalars".into());
+                }
+                if !matches!(r, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min) {
+                    return Err("cluster reductions are sum, max and min (others take `cluster_reduce_with`)".into());
                 }
                 same(ot[0], &rt[0])?;
             }
@@ -455,6 +462,9 @@ impl V<'_> {
                 same(&rt[0], &Type::tile(DType::I32, s))?;
             }
             ClusterReduceWith => {
+                if self.k.cluster <= 1 {
+                    return Err("a cluster reduction needs a kernel with `cluster(N)`, N > 1".into());
+                }
                 if ot.is_empty() || rt.len() != ot.len() {
                     return Err(format!(
                         "expected as many results as operands (at least one), got {} and {}",

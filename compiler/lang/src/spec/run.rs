@@ -298,6 +298,10 @@ pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagno
             }
         }
     }
+    if let Err(m) = kernel.check_cluster_grid(grid[0]) {
+        let at = spec.grid.first().map_or(spec.span, |g| g.span);
+        return Err(Diagnostic::error(at, format!("`{}` {m}", kernel.name)).label("in this case"));
+    }
     for (name, _, span) in &spec.args {
         if !kernel.params.iter().any(|p| &p.name == name) {
             let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();

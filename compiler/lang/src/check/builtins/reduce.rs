@@ -68,7 +68,13 @@ pub(super) fn cluster_reduce_with(cx: &mut Cx<'_>, name: &str, a: Args, span: Sp
     };
     let mut ids = Vec::with_capacity(items.len());
     for v in items {
-        ids.push(cluster_operand(cx, name, (v, xs), "sum(x)", span)?);
+        ids.push(cluster_operand(
+            cx,
+            name,
+            (v, xs),
+            "(sum(x), max(x)), combine: f",
+            span,
+        )?);
     }
     let f = cx.combine_fn(a.req(1))?;
     let elems: Vec<Elem> = ids.iter().map(|x| cx.ty(*x).elem).collect();
