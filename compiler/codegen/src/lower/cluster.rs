@@ -70,12 +70,7 @@ impl<'c> Lowering<'c, '_> {
             let bars: Vec<u32> = (0..ex.slots.sites.len()).map(|s| ex.slots.barrier(s)).collect();
             for first in bars {
                 for round in 0..2 {
-                    let bar = l.cluster_ptr(l.i32c((first + round * BARRIER_BYTES) as u64))?;
-                    l.intr(
-                        "llvm.nvvm.mbarrier.init.shared",
-                        &[],
-                        &[bar.into(), l.i32c(size as u64).into()],
-                    )?;
+                    l.mbarrier_init(l.cluster_ptr(l.i32c((first + round * BARRIER_BYTES) as u64))?, size)?;
                 }
             }
             l.intr("llvm.nvvm.fence.mbarrier_init.release.cluster", &[], &[])?;

@@ -317,20 +317,24 @@ impl<'c> Lowering<'c, '_> {
         let ring = pl.ring();
         self.when(zero, |l| {
             for st in 0..pl.stages {
-                let bar = l.barrier_ptr(pl, l.i32c(st as u64))?;
-                l.intr("llvm.nvvm.mbarrier.init.shared", &[], &[bar.into(), l.i32c(1).into()])?;
+                l.mbarrier_init(l.barrier_ptr(pl, l.i32c(st as u64))?, 1)?;
                 if ring {
-                    let empty = l.empty_ptr(pl, l.i32c(st as u64))?;
-                    l.intr(
-                        "llvm.nvvm.mbarrier.init.shared",
-                        &[],
-                        &[empty.into(), l.i32c(warps as u64).into()],
-                    )?;
+                    l.mbarrier_init(l.empty_ptr(pl, l.i32c(st as u64))?, warps)?;
                 }
             }
             l.intr("llvm.nvvm.fence.mbarrier_init.release.cluster", &[], &[])?;
             Ok(())
         })
+    }
+
+    /// Initialises the mbarrier at `bar` to complete a phase after `count` arrivals.
+    pub(super) fn mbarrier_init(&self, bar: inkwell::values::PointerValue<'c>, count: u32) -> R<()> {
+        self.intr(
+            "llvm.nvvm.mbarrier.init.shared",
+            &[],
+            &[bar.into(), self.i32c(count as u64).into()],
+        )?;
+        Ok(())
     }
 
     /// The ring's iterations so far (a persistent producer's; each side keeps its own count in

@@ -195,6 +195,35 @@ impl V<'_> {
                 Err(format!("needs {n} regions"))
             }
         };
+        // As many results as operands, at least one (the reductions of several values at once).
+        let one_result_each = || {
+            if ot.is_empty() || rt.len() != ot.len() {
+                Err(format!(
+                    "expected as many results as operands (at least one), got {} and {}",
+                    rt.len(),
+                    ot.len()
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        // What the programs of a cluster exchange: 32- or 64-bit number scalars, in a kernel
+        // that runs in clusters.
+        let cluster_values = || {
+            if self.k.cluster <= 1 {
+                return Err("a cluster reduction needs a kernel with `cluster(N)`, N > 1".to_string());
+            }
+            for (o, r) in ot.iter().zip(rt) {
+                let number = o
+                    .dtype()
+                    .is_some_and(|d| (d.is_float() || d.is_int()) && d.bytes() >= 4);
+                if !o.is_scalar() || !number {
+                    return Err("cluster reductions combine 32- or 64-bit number scalars".into());
+                }
+                same(o, r)?;
+            }
+            Ok(())
+        };
         if !matches!(
             op.kind,
             For { .. } | If | ReduceWith { .. } | ScanWith { .. } | ClusterReduceWith
@@ -436,20 +465,10 @@ impl V<'_> {
             ClusterReduce(r) => {
                 n_in(1)?;
                 n_out(1)?;
-                if self.k.cluster <= 1 {
-                    return Err("a cluster reduction needs a kernel with `cluster(N)`, N > 1".into());
-                }
-                if !ot[0].is_scalar()
-                    || !ot[0]
-                        .dtype()
-                        .is_some_and(|d| (d.is_float() || d.is_int()) && d.bytes() >= 4)
-                {
-                    return Err("cluster reductions combine 32- or 64-bit number scalars".into());
-                }
+                cluster_values()?;
                 if !matches!(r, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min) {
                     return Err("cluster reductions are sum, max and min (others take `cluster_reduce_with`)".into());
                 }
-                same(ot[0], &rt[0])?;
             }
             ArgReduce { axis, .. } => {
                 n_in(1)?;
@@ -462,37 +481,13 @@ impl V<'_> {
                 same(&rt[0], &Type::tile(DType::I32, s))?;
             }
             ClusterReduceWith => {
-                if self.k.cluster <= 1 {
-                    return Err("a cluster reduction needs a kernel with `cluster(N)`, N > 1".into());
-                }
-                if ot.is_empty() || rt.len() != ot.len() {
-                    return Err(format!(
-                        "expected as many results as operands (at least one), got {} and {}",
-                        rt.len(),
-                        ot.len()
-                    ));
-                }
+                one_result_each()?;
                 regions(1)?;
-                for (o, r) in ot.iter().zip(rt) {
-                    if !o.is_scalar()
-                        || !o
-                            .dtype()
-                            .is_some_and(|d| (d.is_float() || d.is_int()) && d.bytes() >= 4)
-                    {
-                        return Err("cluster reductions combine 32- or 64-bit number scalars".into());
-                    }
-                    same(o, r)?;
-                }
+                cluster_values()?;
             }
             ReduceWith { axis } => {
                 // Several tiles of one shape reduce together, one result each.
-                if ot.is_empty() || rt.len() != ot.len() {
-                    return Err(format!(
-                        "expected as many results as operands (at least one), got {} and {}",
-                        rt.len(),
-                        ot.len()
-                    ));
-                }
+                one_result_each()?;
                 regions(1)?;
                 let mut s = ot[0].shape.clone();
                 if *axis >= s.len() {
