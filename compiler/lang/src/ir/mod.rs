@@ -14,6 +14,7 @@ mod print;
 pub mod reach;
 pub mod scalar;
 pub mod types;
+pub mod uniform;
 mod verify;
 
 pub use parse::{ParseError, parse_kernel};
