@@ -219,6 +219,7 @@ impl GpuPlan {
             // Warp specialisation, once the kernel's shared memory is known.
             let smem = crate::estimate::smem_bytes_in(k, &p);
             crate::pipeline::specialize(k, &mut p.pipelines, &mmas, warps, target, smem, p.alias_scratch);
+            crate::pipeline::multicast(k, &mut p.pipelines, target);
         }
         p
     }
@@ -683,12 +684,21 @@ impl GpuPlan {
                 .map(|s| {
                     let how = match &s.tma {
                         Some(b) => format!(
-                            " by TMA ({} box{} of [{}, {}], {}-byte swizzle)",
+                            " by TMA ({} box{} of [{}, {}], {}-byte swizzle{})",
                             b.boxes,
                             if b.boxes == 1 { "" } else { "es" },
                             b.rows,
                             b.cols,
-                            b.swizzle
+                            b.swizzle,
+                            if s.multicast {
+                                format!(
+                                    "; multicast: each of the cluster's {} programs copies {} rows for all",
+                                    k.cluster,
+                                    b.rows / k.cluster
+                                )
+                            } else {
+                                String::new()
+                            }
                         ),
                         None => String::new(),
                     };

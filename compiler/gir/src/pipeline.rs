@@ -67,6 +67,9 @@ pub struct StagedLoad {
     pub offset: u32,
     /// A block load (`load_block`) the TMA engine copies, in these boxes; `None`: `cp.async`.
     pub tma: Option<TmaBoxes>,
+    /// Copied once for the whole thread-block cluster ([`multicast`]): each program issues its
+    /// share of the boxes' rows, which the TMA engine writes into every program's stage.
+    pub multicast: bool,
 }
 
 /// One pipelined loop (keyed by its body's index argument in [`GpuPlan::pipelines`](crate::assign::GpuPlan)).
@@ -166,6 +169,12 @@ impl LoopPipeline {
     /// iterations instead of meeting at a barrier every iteration.
     pub fn ring(&self) -> bool {
         !self.loads.is_empty() && self.loads.iter().all(|l| l.tma.is_some())
+    }
+
+    /// Whether some staged load is multicast across the cluster ([`multicast`]): the stages'
+    /// empty barriers then count the consumer warps of every program of the cluster.
+    pub fn multicasts(&self) -> bool {
+        self.loads.iter().any(|l| l.multicast)
     }
 
     /// The tile loop around this loop that its producer runs too, when the ring goes on from
@@ -387,6 +396,51 @@ pub fn specialize(
     }
 }
 
+/// The smallest span of rows, in bytes, at which a box may be split among the programs of a
+/// cluster: the TMA engine's swizzle pattern repeats every 1024 bytes (8 rows of 128 bytes),
+/// so each share written at a multiple of it lands as it would in the whole box.
+const SWIZZLE_REPEAT: u32 = 1024;
+
+/// TMA multicast in a kernel of thread-block clusters (`#[cluster(N)]`, sm_90): a ring loop at
+/// the top of the kernel's body (so every program runs it; not a persistent kernel's ring inside
+/// a tile loop) whose bounds are the same in every program of a cluster copies each block load
+/// whose coordinates are too (`ir::uniform::ClusterUniform`: a GEMM whose cluster computes
+/// vertically adjacent tiles shares their B blocks) once for the whole cluster. Each program
+/// issues `1/N` of the box rows with `.multicast::cluster` into the same stage of every
+/// program's shared memory, where the bytes complete each program's own full barrier (each
+/// still expects the whole stage). A stage is refilled by all N programs, so its empty barrier
+/// counts the consumer warps of every program (each warp releases it in all N), and no program
+/// overwrites a stage another still reads. A box qualifies when its rows split into N shares of
+/// whole swizzle repeats ([`SWIZZLE_REPEAT`]).
+pub fn multicast(k: &Kernel, loops: &mut HashMap<ValueId, LoopPipeline>, target: &Target) {
+    let n = k.cluster;
+    if n <= 1 || !target.clusters {
+        return;
+    }
+    let u = tile_lang::ir::uniform::ClusterUniform::of(k);
+    for op in &k.body.ops {
+        let OpKind::For { .. } = op.kind else { continue };
+        let body = &op.regions[0];
+        let iv = body.args[0];
+        let Some(p) = loops.get_mut(&iv) else { continue };
+        if !p.ring() || p.tile_loop().is_some() || !u.is_uniform(iv) || u.divergent.contains_key(&iv) {
+            continue;
+        }
+        for ld in &mut p.loads {
+            let Some(b) = ld.tma else { continue };
+            let Some(lop) = body.ops.iter().find(|o| o.results.contains(&ld.load)) else {
+                continue;
+            };
+            let same = tile_lang::ir::block::operands(lop)
+                .coords
+                .iter()
+                .all(|c| u.is_uniform(*c));
+            let share = b.rows / n;
+            ld.multicast = same && b.rows % n == 0 && (share * b.swizzle) % SWIZZLE_REPEAT == 0;
+        }
+    }
+}
+
 fn plan_loop(
     k: &Kernel,
     op: &Op,
@@ -432,6 +486,7 @@ fn plan_loop(
                         operand,
                         offset: roffset,
                         tma: None,
+                        multicast: false,
                     });
                     roffset += bytes;
                 }
@@ -466,6 +521,7 @@ fn plan_loop(
                 operand,
                 offset,
                 tma,
+                multicast: false,
             });
             offset += bytes;
         }
@@ -499,6 +555,7 @@ fn plan_loop(
                 operand: 0,
                 offset,
                 tma: None,
+                multicast: false,
             });
             offset += (t.numel() * elem.bytes()) as u32;
         }

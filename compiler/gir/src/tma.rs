@@ -241,7 +241,11 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
             continue;
         };
         for ld in &pl.loads {
-            let Some(boxes) = ld.tma else { continue };
+            let Some(mut boxes) = ld.tma else { continue };
+            // A multicast load's map copies one program's share of the rows.
+            if ld.multicast {
+                boxes.rows /= k.cluster;
+            }
             let lop = defs[&ld.load];
             let Some(i) = tensor_map(k, lop, &defs, &params, spec, boxes).and_then(|m| map_index(&mut out.maps, m))
             else {

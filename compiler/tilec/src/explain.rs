@@ -116,6 +116,14 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
             }
         )?;
     }
+    if e.multicast_bytes > 0 {
+        writeln!(
+            out,
+            "  TMA multicast: the {} programs of a cluster load {} B of each {} B stage once for all, each \
+             copying 1/{} of it into every program's shared memory",
+            e.cluster, e.multicast_bytes, e.tma_stage_bytes, e.cluster
+        )?;
+    }
     writeln!(
         out,
         "  {} programs, time {} ({}-bound: memory {}, ALU {}{}, shared memory {})",

@@ -87,6 +87,7 @@ pub(crate) fn lower<'c>(
         staged: HashMap::new(),
         smem_state: SmemState::Fresh,
         tensor_maps: prepared.maps.len(),
+        map_rows: prepared.maps.iter().map(|m| m.box_dims[1]).collect(),
         map_of: prepared.map_of.clone(),
         map_params: Vec::new(),
         in_pipeline: 0,
@@ -158,6 +159,8 @@ struct Lowering<'c, 'a> {
     smem_state: SmemState,
     /// How many tensor maps the kernel takes after its own parameters.
     tensor_maps: usize,
+    /// Rows of each tensor map's box (a multicast load's map copies one program's share).
+    map_rows: Vec<u32>,
     /// The tensor map of each block load the TMA engine copies.
     map_of: HashMap<ValueId, usize>,
     /// The generic address of each tensor-map parameter.

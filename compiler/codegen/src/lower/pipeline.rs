@@ -137,6 +137,13 @@ impl<'c> Lowering<'c, '_> {
                 self.cp_async_commit()?;
             }
         }
+        // A multicasting loop's warps release only the stages some program refills (iteration
+        // `r`'s, when iteration `r + stages` exists): a release after that would reach a
+        // program of the cluster that may have finished.
+        let trips = match pl.multicasts() {
+            true => Some(self.trips(lo, hi, step, signed)?),
+            false => None,
+        };
         let body = op.regions[0].clone();
         let flat = Self::flatten(&inits);
         let out = self.counted_loop(lo, hi, step, signed, flat, &mut |l, i, cur| {
@@ -200,14 +207,25 @@ impl<'c> Lowering<'c, '_> {
             if ring {
                 // The stage whose readers are done: this iteration's, or with a wgmma still in
                 // flight, the previous iteration's (this iteration's wait_group 1 retired it).
+                let last = |l: &Self, released: IntValue<'c>| -> R<Option<IntValue<'c>>> {
+                    let Some(trips) = trips else { return Ok(None) };
+                    let next = llvm(l.b.build_int_add(released, sc, ""))?;
+                    Ok(Some(llvm(l.b.build_int_compare(IntPredicate::SGE, next, trips, ""))?))
+                };
                 if pl.async_dots.is_empty() {
-                    l.release_stage(pl, read, None)?;
+                    let skip = last(l, local)?;
+                    l.release_stage(pl, read, skip)?;
                 } else {
                     let prev = llvm(l.b.build_int_add(it, l.i32c((s - 1) as u64), ""))?;
                     let prev = llvm(l.b.build_int_unsigned_rem(prev, sc, ""))?;
                     // (The previous run's last stage was released after its final wait.)
                     let first = llvm(l.b.build_int_compare(IntPredicate::EQ, local, l.i32c(0), ""))?;
-                    l.release_stage(pl, prev, Some(first))?;
+                    let released = llvm(l.b.build_int_sub(local, l.i32c(1), ""))?;
+                    let skip = match last(l, released)? {
+                        Some(tail) => llvm(l.b.build_or(first, tail, ""))?,
+                        None => first,
+                    };
+                    l.release_stage(pl, prev, Some(skip))?;
                 }
             }
             Ok(Self::flatten(&y))
@@ -310,10 +328,12 @@ impl<'c> Lowering<'c, '_> {
 
     /// Thread 0 initialises the loop's mbarriers: one per stage, completed by the TMA bytes of
     /// its copies (count 1: the issuing thread's arrive); in a ring, one empty barrier per stage
-    /// (one arrival per warp).
+    /// (one arrival per warp, of every program of the cluster when the loop multicasts). A
+    /// multicasting loop's cluster then meets, so that no copy or release reaches a program's
+    /// barriers before they are set up.
     fn init_barriers(&mut self, pl: &LoopPipeline) -> R<()> {
         let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
-        let warps = self.threads / 32;
+        let warps = self.threads / 32 * self.releasers(pl);
         let ring = pl.ring();
         self.when(zero, |l| {
             for st in 0..pl.stages {
@@ -324,7 +344,25 @@ impl<'c> Lowering<'c, '_> {
             }
             l.intr("llvm.nvvm.fence.mbarrier_init.release.cluster", &[], &[])?;
             Ok(())
-        })
+        })?;
+        if pl.multicasts() {
+            self.cluster_meeting()?;
+        }
+        Ok(())
+    }
+
+    /// The programs whose warps release each stage of `pl`: the whole cluster when the loop
+    /// multicasts, else this one.
+    fn releasers(&self, pl: &LoopPipeline) -> u32 {
+        if pl.multicasts() { self.k.cluster } else { 1 }
+    }
+
+    /// Every thread of the cluster meets (the fence of the barriers' initialisation orders it
+    /// before the arrival).
+    fn cluster_meeting(&self) -> R<()> {
+        self.intr("llvm.nvvm.barrier.cluster.arrive.relaxed.aligned", &[], &[])?;
+        self.intr("llvm.nvvm.barrier.cluster.wait.aligned", &[], &[])?;
+        Ok(())
     }
 
     /// Initialises the mbarrier at `bar` to complete a phase after `count` arrivals.
@@ -460,6 +498,11 @@ impl<'c> Lowering<'c, '_> {
         let bound = |l: &Self, i: usize| l.scalar(op.operands[i]).into_int_value();
         let (lo, hi, step) = (bound(self, 0), bound(self, 1), bound(self, 2));
         let runs = self.has_iterations(lo, hi, signed)?;
+        if pl.multicasts() {
+            // The producer's threads meet the cluster too (its consumers do after setting up
+            // their barriers), when the loop runs.
+            self.when(runs, |l| l.cluster_meeting())?;
+        }
         let warp = llvm(self.b.build_and(warp, runs, ""))?;
         self.when(warp, |l| {
             l.named_barrier(true, l.i32c(PRODUCER_START), l.threads + 32)?;
@@ -546,18 +589,38 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// Every warp's lane 0 arrives on stage `stage`'s empty barrier once the whole warp is here
-    /// (skipped where `skip` holds).
+    /// (skipped where `skip` holds). In a multicasting loop lane `q` arrives on program `q`'s
+    /// barrier, for each program `q` of the cluster: each of them refills the stage in all.
     fn release_stage(&mut self, pl: &LoopPipeline, stage: IntValue<'c>, skip: Option<IntValue<'c>>) -> R<()> {
         self.intr("llvm.nvvm.bar.warp.sync", &[], &[self.i32c(0xffff_ffff).into()])?;
         let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
-        let mut go = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
+        let n = self.releasers(pl);
+        let mut go = llvm(
+            self.b
+                .build_int_compare(IntPredicate::ULT, lane, self.i32c(n as u64), ""),
+        )?;
         if let Some(skip) = skip {
             let not = llvm(self.b.build_not(skip, ""))?;
             go = llvm(self.b.build_and(go, not, ""))?;
         }
         let empty = self.empty_ptr(pl, stage)?;
         self.when(go, |l| {
-            l.intr1("llvm.nvvm.mbarrier.arrive.shared", &[], &[empty.into()])?;
+            if n == 1 {
+                l.intr1("llvm.nvvm.mbarrier.arrive.shared", &[], &[empty.into()])?;
+                return Ok(());
+            }
+            let remote = l
+                .intr1("llvm.nvvm.mapa.shared.cluster", &[], &[empty.into(), lane.into()])?
+                .into_pointer_value();
+            // Release at CTA scope, as the local arrive does (the stage's readers, wgmma retired
+            // by their wait, are this block's own), and the producer waits at CTA scope: with
+            // both at cluster scope the multicast GEMM ran 26-40% slower on the H200
+            // (docs/gpu.md, "TMA multicast").
+            l.intr(
+                "llvm.nvvm.mbarrier.arrive.scope.cta.space.cluster",
+                &[],
+                &[remote.into(), l.i32c(1).into()],
+            )?;
             Ok(())
         })
     }
@@ -810,9 +873,20 @@ impl<'c> Lowering<'c, '_> {
                 };
                 let (row, col) = (coord(self, o.coords[0])?, coord(self, o.coords[1])?);
                 let base = self.stage_addr(pl, stage, ld.offset)?;
-                let map = self.map_params[self.map_of[&ld.load]];
-                copies.push((boxes, row, col, base, map));
+                let map = self.map_of[&ld.load];
+                // The map's box holds all of the block's rows, or one program's share of them.
+                let rows = self.map_rows[map];
+                let shares = boxes.rows / rows;
+                let multicast = ld.multicast && shares == self.k.cluster;
+                copies.push((boxes, rows, shares, multicast, row, col, base, self.map_params[map]));
             }
+            let rank = match copies.iter().any(|c| c.3) {
+                true => Some(
+                    self.intr1("llvm.nvvm.read.ptx.sreg.cluster.ctarank", &[], &[])?
+                        .into_int_value(),
+                ),
+                false => None,
+            };
             let bytes = pl.tma_bytes();
             self.when(go, |l| {
                 if let Some(later) = release {
@@ -835,32 +909,49 @@ impl<'c> Lowering<'c, '_> {
                     &[],
                     &[bar.into(), l.i32c(bytes as u64).into()],
                 )?;
-                for (boxes, row, col, base, map) in &copies {
+                for &(boxes, rows, shares, multicast, row, col, base, map) in &copies {
+                    // Share `q` of a box: its rows `q * rows ..`, bytes `q * rows * row ..` of
+                    // the box's part of the buffer. A multicast load copies this program's
+                    // share into every program of the cluster; any other, every share here.
+                    let mine: Vec<IntValue<'c>> = match (multicast, rank) {
+                        (true, Some(r)) => vec![r],
+                        _ => (0..shares).map(|q| l.i32c(q as u64)).collect(),
+                    };
+                    let mask = match multicast {
+                        true => (1u64 << l.k.cluster) - 1,
+                        false => 0,
+                    };
                     for j in 0..boxes.boxes {
-                        let off = llvm(l.b.build_int_add(*base, l.i32c((j * boxes.box_bytes) as u64), ""))?;
-                        let dst = l.smem_abs_ptr(off)?;
-                        let dst = llvm(l.b.build_address_space_cast(
-                            dst,
-                            l.ctx.ptr_type(inkwell::AddressSpace::from(7u16)),
-                            "",
-                        ))?;
-                        let c = llvm(l.b.build_int_add(*col, l.i32c((j * boxes.cols) as u64), ""))?;
-                        l.intr(
-                            "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.2d",
-                            &[],
-                            &[
-                                dst.into(),
-                                bar.into(),
-                                (*map).into(),
-                                c.into(),
-                                (*row).into(),
-                                l.ctx.i16_type().const_zero().into(),
-                                l.ctx.i64_type().const_zero().into(),
-                                l.ctx.bool_type().const_zero().into(),
-                                l.ctx.bool_type().const_zero().into(),
-                                l.i32c(0).into(),
-                            ],
-                        )?;
+                        for &q in &mine {
+                            let skip = llvm(l.b.build_int_mul(q, l.i32c((rows * boxes.swizzle) as u64), ""))?;
+                            let off = llvm(l.b.build_int_add(base, l.i32c((j * boxes.box_bytes) as u64), ""))?;
+                            let off = llvm(l.b.build_int_add(off, skip, ""))?;
+                            let dst = l.smem_abs_ptr(off)?;
+                            let dst = llvm(l.b.build_address_space_cast(
+                                dst,
+                                l.ctx.ptr_type(inkwell::AddressSpace::from(7u16)),
+                                "",
+                            ))?;
+                            let c = llvm(l.b.build_int_add(col, l.i32c((j * boxes.cols) as u64), ""))?;
+                            let down = llvm(l.b.build_int_mul(q, l.i32c(rows as u64), ""))?;
+                            let r = llvm(l.b.build_int_add(row, down, ""))?;
+                            l.intr(
+                                "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.2d",
+                                &[],
+                                &[
+                                    dst.into(),
+                                    bar.into(),
+                                    map.into(),
+                                    c.into(),
+                                    r.into(),
+                                    l.ctx.i16_type().const_int(mask, false).into(),
+                                    l.ctx.i64_type().const_zero().into(),
+                                    l.ctx.bool_type().const_int(multicast as u64, false).into(),
+                                    l.ctx.bool_type().const_zero().into(),
+                                    l.i32c(0).into(),
+                                ],
+                            )?;
+                        }
                     }
                 }
                 Ok(())

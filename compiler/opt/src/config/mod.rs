@@ -97,6 +97,12 @@ pub struct Estimate {
     pub producer_runs_tiles: bool,
     /// Whether the consumer warpgroups take turns issuing the loop's wgmma (`#[pingpong]`).
     pub pingpong: bool,
+    /// Programs per thread-block cluster (`#[cluster(N)]`; 1: none).
+    pub cluster: u32,
+    /// Bytes of one stage that the programs of a cluster copy once for all (TMA multicast,
+    /// `tile_gir::pipeline::multicast`; the most over the kernel's loops; 0: none). The memory
+    /// term still counts them in every program.
+    pub multicast_bytes: u32,
     /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
     /// case specialises on).
     pub int_args: HashMap<ValueId, i64>,
@@ -470,6 +476,20 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         producer: plan.producer().is_some(),
         producer_runs_tiles: plan.pipelines.values().any(|p| p.tile_loop().is_some()),
         pingpong: plan.pipelines.values().any(|p| p.takes_turns()),
+        cluster: k.cluster,
+        multicast_bytes: plan
+            .pipelines
+            .values()
+            .map(|p| {
+                p.loads
+                    .iter()
+                    .filter(|l| l.multicast)
+                    .filter_map(|l| l.tma)
+                    .map(|b| b.bytes())
+                    .sum()
+            })
+            .max()
+            .unwrap_or(0),
         int_args: launch.scalars.clone(),
     }
 }
