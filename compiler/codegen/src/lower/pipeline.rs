@@ -23,6 +23,10 @@ use tile_lang::ir::*;
 
 use super::{GLOBAL, Lowering, R, Repr, llvm};
 
+/// How long one `mbarrier.try_wait` may suspend its thread, in nanoseconds (the thread wakes
+/// as soon as the phase completes; the wait loops after the hint runs out).
+const WAIT_SUSPEND_NS: u32 = 10_000_000;
+
 /// The named barrier the producer waits on once, for the consumers to reach the loop.
 const PRODUCER_START: u64 = 1;
 
@@ -672,15 +676,19 @@ impl<'c> Lowering<'c, '_> {
         let done = self.ctx.append_basic_block(f, "mbar_done");
         llvm(self.b.build_unconditional_branch(spin))?;
         self.b.position_at_end(spin);
+        // With a suspend-time hint the waiting thread sleeps until the phase completes (or the
+        // hint runs out) instead of returning at once: a spinning producer took a quarter of
+        // its scheduler's issue slots from the consumer warps beside it (docs/gpu.md, "Waits
+        // that sleep").
         let ok = self
             .intr1(
                 if cluster {
-                    "llvm.nvvm.mbarrier.try.wait.parity.scope.cluster.space.cta"
+                    "llvm.nvvm.mbarrier.try.wait.parity.tl.scope.cluster.space.cta"
                 } else {
-                    "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta"
+                    "llvm.nvvm.mbarrier.try.wait.parity.tl.scope.cta.space.cta"
                 },
                 &[],
-                &[bar.into(), parity.into()],
+                &[bar.into(), parity.into(), self.i32c(WAIT_SUSPEND_NS as u64).into()],
             )?
             .into_int_value();
         let Some(start) = start else {
