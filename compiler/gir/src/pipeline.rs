@@ -412,18 +412,26 @@ const SWIZZLE_REPEAT: u32 = 1024;
 /// counts the consumer warps of every program (each warp releases it in all N), and no program
 /// overwrites a stage another still reads. A box qualifies when its rows split into N shares of
 /// whole swizzle repeats ([`SWIZZLE_REPEAT`]).
+///
+/// The cluster meets before such a loop, every thread of it: so no loop multicasts in a kernel
+/// whose producer warpgroup serves another loop (it would be waiting for that loop's consumers
+/// and never reach the meeting), nor in a kernel with cluster reductions (whose exit meeting may
+/// already have been arrived at).
 pub fn multicast(k: &Kernel, loops: &mut HashMap<ValueId, LoopPipeline>, target: &Target) {
     let n = k.cluster;
-    if n <= 1 || !target.clusters {
+    if n <= 1 || !target.clusters || crate::cluster::ClusterSlots::of(k).is_some() {
         return;
     }
+    let produced = loops.iter().find(|(_, p)| p.producer.is_some()).map(|(iv, _)| *iv);
     let u = tile_lang::ir::uniform::ClusterUniform::of(k);
+    // Loops at the top of the body: every program runs each once (the language has no early
+    // return), under no control flow.
     for op in &k.body.ops {
         let OpKind::For { .. } = op.kind else { continue };
         let body = &op.regions[0];
         let iv = body.args[0];
         let Some(p) = loops.get_mut(&iv) else { continue };
-        if !p.ring() || p.tile_loop().is_some() || !u.is_uniform(iv) || u.divergent.contains_key(&iv) {
+        if !p.ring() || !u.is_uniform(iv) || produced.is_some_and(|v| v != iv) {
             continue;
         }
         for ld in &mut p.loads {

@@ -6,7 +6,9 @@
 //! barrier's phase for the iteration (`iteration / stages` mod 2) before reading the stage.
 //! When TMA copies every staged load (a ring), each warp's lane 0 also arrives on the stage's
 //! empty barrier once the instructions reading it are done, thread 0 waits on it before
-//! refilling the stage, and the iterations have no block-wide barrier. A warp-specialised ring
+//! refilling the stage, and the iterations have no block-wide barrier. A ring that multicasts
+//! across a cluster (`tile_gir::pipeline::multicast`) has lanes `0..N` release the stage in each
+//! program of the cluster, and each program copy its share of a multicast block into all. A warp-specialised ring
 //! (`tile_gir::pipeline::Producer`) leaves the copies to a producer warpgroup after the
 //! kernel's warps (`producer_branch`): the kernel's warps only wait on full barriers and
 //! release stages. A producer that also runs the loop around its ring loop (a persistent
@@ -361,10 +363,10 @@ impl<'c> Lowering<'c, '_> {
         if pl.multicasts() { self.k.cluster } else { 1 }
     }
 
-    /// Every thread of the cluster meets (the fence of the barriers' initialisation orders it
-    /// before the arrival).
+    /// Every thread of the cluster meets; the arrival releases what each thread did before (a
+    /// use of the buffers by an earlier loop) to the programs whose copies may write them next.
     fn cluster_meeting(&self) -> R<()> {
-        self.intr("llvm.nvvm.barrier.cluster.arrive.relaxed.aligned", &[], &[])?;
+        self.intr("llvm.nvvm.barrier.cluster.arrive.aligned", &[], &[])?;
         self.intr("llvm.nvvm.barrier.cluster.wait.aligned", &[], &[])?;
         Ok(())
     }
@@ -884,6 +886,11 @@ impl<'c> Lowering<'c, '_> {
                 let map = self.map_of[&ld.load];
                 // The map's box holds all of the block's rows, or one program's share of them.
                 let rows = self.map_rows[map];
+                debug_assert_eq!(
+                    boxes.rows % rows,
+                    0,
+                    "a map's box holds whole shares of the block's rows"
+                );
                 let shares = boxes.rows / rows;
                 let multicast = ld.multicast && shares == self.k.cluster;
                 copies.push((boxes, rows, shares, multicast, row, col, base, self.map_params[map]));
