@@ -190,3 +190,77 @@ impl Walk {
             .is_some_and(|c| c > 0 && c % self.cluster == 0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The analysis of `src` (IR text).
+    fn analyse(src: &str) -> ClusterUniform {
+        ClusterUniform::of(&crate::ir::parse_kernel(src).unwrap())
+    }
+
+    #[test]
+    fn program_ids_divided_by_whole_clusters_are_uniform() {
+        let u = analyse(
+            "kernel @k(n %0: i32) cluster(4) {
+  %1 = program_id<0> : i32
+  %2 = const<8> : i32
+  %3 = div %1, %2 : i32
+  %4 = const<2> : i32
+  %5 = div %1, %4 : i32
+  %6 = shr %1, %4 : i32
+  %7 = const<1> : i32
+  %8 = shr %1, %7 : i32
+  %9 = add %3, %0 : i32
+  %10 = program_id<1> : i32
+  %11 = rem %1, %2 : i32
+}
+",
+        );
+        let is = |n: u32| u.is_uniform(ValueId(n));
+        // The argument, `x / 8` and `x >> 2` (clusters of 4 fit in blocks of 8 and 4), sums of
+        // those, and program_id(1).
+        assert!(is(0) && is(3) && is(6) && is(9) && is(10));
+        // program_id(0) itself, `x / 2` and `x >> 1` (half a cluster), and `x % 8`.
+        assert!(!is(1) && !is(5) && !is(8) && !is(11));
+    }
+
+    #[test]
+    fn loops_on_differing_bounds_make_what_they_hold_divergent() {
+        let u = analyse(
+            "kernel @k(n %0: i32, x %1: *f32) cluster(2) {
+  %2 = program_id<0> : i32
+  %3 = const<0> : i32
+  %4 = const<1> : i32
+  %5 = for %3, %0, %4, %3 : i32 {
+  ^(%6: i32, %7: i32):
+    %8 = for %3, %2, %4, %7 : i32 {
+    ^(%9: i32, %10: i32):
+      yield %10
+    }
+    yield %8
+  }
+  %11 = for %3, %2, %4, %3 : i32 {
+  ^(%12: i32, %13: i32):
+    %14 = for %3, %0, %4, %13 : i32 {
+    ^(%15: i32, %16: i32):
+      yield %16
+    }
+    yield %14
+  }
+}
+",
+        );
+        // A loop to `n`: its index is uniform, the loop is reached alike.
+        assert!(u.is_uniform(ValueId(6)) && !u.divergent.contains_key(&ValueId(6)));
+        // A loop to program_id(0): neither its index nor anything inside it.
+        assert!(!u.is_uniform(ValueId(12)) && !u.divergent.contains_key(&ValueId(12)));
+        assert!(!u.is_uniform(ValueId(9)));
+        // A loop inside that one runs as often as its enclosing loop does: divergent, though
+        // its own bounds are uniform.
+        assert!(u.divergent.contains_key(&ValueId(15)));
+        // Carried values are taken as differing.
+        assert!(!u.is_uniform(ValueId(7)) && !u.is_uniform(ValueId(5)));
+    }
+}
