@@ -77,7 +77,17 @@ impl<'c> Lowering<'c, '_> {
             Ok(())
         })?;
         // The fence above orders the initialisation before the arrival.
-        self.intr("llvm.nvvm.barrier.cluster.arrive.relaxed.aligned", &[], &[])?;
+        self.cluster_meeting(true)
+    }
+
+    /// Every thread of the cluster meets: arrives (`relaxed`, or releasing what it did before
+    /// to the other programs), then waits for all.
+    pub(super) fn cluster_meeting(&self, relaxed: bool) -> R<()> {
+        let arrive = match relaxed {
+            true => "llvm.nvvm.barrier.cluster.arrive.relaxed.aligned",
+            false => "llvm.nvvm.barrier.cluster.arrive.aligned",
+        };
+        self.intr(arrive, &[], &[])?;
         self.intr("llvm.nvvm.barrier.cluster.wait.aligned", &[], &[])?;
         Ok(())
     }

@@ -352,7 +352,8 @@ impl<'c> Lowering<'c, '_> {
             Ok(())
         })?;
         if pl.multicasts() {
-            self.cluster_meeting()?;
+            // Released: an earlier use of the buffers is ordered before the peers' copies.
+            self.cluster_meeting(false)?;
         }
         Ok(())
     }
@@ -361,14 +362,6 @@ impl<'c> Lowering<'c, '_> {
     /// multicasts, else this one.
     fn releasers(&self, pl: &LoopPipeline) -> u32 {
         if pl.multicasts() { self.k.cluster } else { 1 }
-    }
-
-    /// Every thread of the cluster meets; the arrival releases what each thread did before (a
-    /// use of the buffers by an earlier loop) to the programs whose copies may write them next.
-    fn cluster_meeting(&self) -> R<()> {
-        self.intr("llvm.nvvm.barrier.cluster.arrive.aligned", &[], &[])?;
-        self.intr("llvm.nvvm.barrier.cluster.wait.aligned", &[], &[])?;
-        Ok(())
     }
 
     /// Initialises the mbarrier at `bar` to complete a phase after `count` arrivals.
@@ -507,7 +500,7 @@ impl<'c> Lowering<'c, '_> {
         if pl.multicasts() {
             // The producer's threads meet the cluster too (its consumers do after setting up
             // their barriers), when the loop runs.
-            self.when(runs, |l| l.cluster_meeting())?;
+            self.when(runs, |l| l.cluster_meeting(false))?;
         }
         let warp = llvm(self.b.build_and(warp, runs, ""))?;
         self.when(warp, |l| {
