@@ -10,6 +10,12 @@ use tile_lang::ir::*;
 use super::{Lowering, R, Repr, llvm};
 use crate::CodegenError;
 
+/// The f32 exponential of `exp`, `exp2`, `sigmoid` and `erf`. Flushing results below 2^-126 to
+/// zero (and subnormal arguments, whose exp2 is 1 either way) lets ptxas emit one `MUFU.EX2`;
+/// without `.ftz` it wraps each in a comparison and two multiplications to reach the subnormal
+/// results. The interpreter flushes the same results (`ir::scalar::unary`).
+const EX2: &str = "ex2.approx.ftz.f32";
+
 impl<'c> Lowering<'c, '_> {
     /// The elements per thread of an op's tile operands, which must hold one element per slot
     /// of one layout (else an error naming the operand: a plan and its lowering disagree).
@@ -451,8 +457,8 @@ impl<'c> Lowering<'c, '_> {
             UnaryOp::Floor => self.intr1("llvm.floor", &[t], &[x])?,
             UnaryOp::Ceil => self.intr1("llvm.ceil", &[t], &[x])?,
             UnaryOp::Sqrt => self.intr1("llvm.sqrt", &[t], &[x])?,
-            UnaryOp::Exp2 => approx("ex2.approx.f32", x)?,
-            UnaryOp::Exp => approx("ex2.approx.f32", mul(x, std::f64::consts::LOG2_E)?)?,
+            UnaryOp::Exp2 => approx(EX2, x)?,
+            UnaryOp::Exp => approx(EX2, mul(x, std::f64::consts::LOG2_E)?)?,
             UnaryOp::Log2 => approx("lg2.approx.f32", x)?,
             UnaryOp::Log => mul(approx("lg2.approx.f32", x)?, std::f64::consts::LN_2)?,
             UnaryOp::Rsqrt => approx("rsqrt.approx.f32", x)?,
@@ -461,7 +467,7 @@ impl<'c> Lowering<'c, '_> {
             UnaryOp::Tanh => approx("tanh.approx.f32", x)?,
             UnaryOp::Sigmoid => {
                 // 1 / (1 + 2^(-x log2 e))
-                let e = approx("ex2.approx.f32", mul(x, -std::f64::consts::LOG2_E)?)?;
+                let e = approx(EX2, mul(x, -std::f64::consts::LOG2_E)?)?;
                 let one = f32t.const_float(1.0);
                 let den = llvm(b.build_float_add(one, e.into_float_value(), ""))?;
                 llvm(b.build_float_div(one, den, ""))?.into()
@@ -522,7 +528,7 @@ impl<'c> Lowering<'c, '_> {
         let g = horner(&BIG, u.into())?;
         let arg = llvm(b.build_float_mul(g.into_float_value(), f32t.const_float(-std::f64::consts::LOG2_E), ""))?;
         let e = self
-            .asm(Some(t), "ex2.approx.f32 $0, $1;", "=f,f", &[arg.into()])?
+            .asm(Some(t), &format!("{EX2} $0, $1;"), "=f,f", &[arg.into()])?
             .expect("the asm returns a value");
         let one_minus = llvm(b.build_float_sub(f32t.const_float(1.0), e.into_float_value(), ""))?;
         // The sign by a comparison, not `copysign`: of a widened bf16/f16 value LLVM would read

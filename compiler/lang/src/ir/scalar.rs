@@ -216,7 +216,11 @@ pub fn unary(op: UnaryOp, d: DType, v: Scalar) -> Scalar {
                 UnaryOp::Erf => libm::erf(x),
                 UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
             };
-            Scalar::F(round_float(d, r))
+            // The GPU's f32 exponential flushes results below 2^-126 to zero (codegen's `EX2`);
+            // f16, bf16 and fp8 are computed in f32 there.
+            let flushed =
+                matches!(op, UnaryOp::Exp | UnaryOp::Exp2) && d != DType::F64 && r.abs() < f32::MIN_POSITIVE as f64;
+            Scalar::F(round_float(d, if flushed { 0.0 } else { r }))
         }
     }
 }
@@ -325,4 +329,33 @@ pub fn fold_binary(kind: &OpKind, d: DType, a: ConstValue, b: ConstValue) -> Res
 
 pub fn fold_unary(op: UnaryOp, d: DType, c: ConstValue) -> Option<ConstValue> {
     Some(unary(op, d, Scalar::from_const(c)).to_const())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(op: UnaryOp, d: DType, x: f64) -> f64 {
+        match unary(op, d, Scalar::F(x)) {
+            Scalar::F(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Below f64, `exp` and `exp2` flush results under 2^-126 to zero, as the GPU's
+    /// `ex2.approx.ftz` does; the smallest normal result and f64 keep their values.
+    #[test]
+    fn exponentials_flush_subnormal_results() {
+        let min_normal = f32::MIN_POSITIVE as f64;
+        for d in [DType::F32, DType::BF16] {
+            assert_eq!(f(UnaryOp::Exp2, d, -130.0), 0.0, "{d}");
+            assert_eq!(f(UnaryOp::Exp, d, -88.0), 0.0, "{d}"); // e^-88 ~ 6e-39 < 2^-126
+            assert_eq!(f(UnaryOp::Exp2, d, -126.0), min_normal, "{d}");
+        }
+        assert_eq!(f(UnaryOp::Exp2, DType::F64, -130.0), 2f64.powi(-130));
+        assert_eq!(
+            f(UnaryOp::Exp, DType::F32, -87.0),
+            round_float(DType::F32, (-87f64).exp())
+        );
+    }
 }
