@@ -467,11 +467,11 @@ fn estimated_s(c: &config::Candidate) -> f64 {
     c.estimate.as_ref().map_or(f64::INFINITY, |e| e.time_s)
 }
 
-/// How close two estimates are for the model to call them a tie: [`shortlist`] never cuts
-/// between candidates the model cannot tell apart (layernorm_fixed f32 at 16384 columns: seven
-/// of eight candidates at one estimate, the fastest, 1.29x faster than the first four, eighth in
-/// the model's order; docs/gpu.md, run 80).
-pub const TIE: f64 = 0.01;
+/// How close two estimates are for the model to call them a tie (the static choice's tie band):
+/// [`shortlist`] never cuts between candidates the model cannot tell apart (layernorm_fixed f32
+/// at 16384 columns: seven of eight candidates at one estimate, the fastest, 1.29x faster than
+/// the first four, eighth in the model's order; docs/gpu.md, run 80).
+pub use tile_opt::config::TIE;
 
 /// The first `top_k` of [`model_order`] (all with `None`), and after them every feasible
 /// candidate the model estimates within [`TIE`] of the last one taken.

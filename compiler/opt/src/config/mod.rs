@@ -6,9 +6,9 @@
 //! Each is checked with its bindings and estimated (registers per thread, shared memory,
 //! occupancy, a roofline time over the grid of the file's largest run-spec case); one over the
 //! register budget or the shared-memory limit is infeasible; the cheapest feasible one wins,
-//! ties going to fewer warps, then to a wgmma kept in flight across a pipelined loop's
+//! ties (estimates within [`TIE`] of the cheapest, or equal where DRAM binds it) going to fewer warps, then to a wgmma kept in flight across a pipelined loop's
 //! iterations, then to larger TMA stages, then fewer stages (more where a wgmma stays in flight
-//! or a producer warpgroup feeds the loop), then the earlier candidate.
+//! or a producer warpgroup feeds the loop), then the cheaper estimate, then the earlier candidate.
 //!
 //! `dtype` parameters are not tuned: the element type is part of the problem, not of the
 //! schedule. They come from the pins, else the run spec's case, else their first choice.
@@ -33,6 +33,11 @@ pub const DEFAULT_WARPS: &[u32] = &[1, 2, 4, 8];
 pub const DEFAULT_STAGES: &[u32] = &[1];
 /// Without a run spec: every integer argument is this, and the grid has this many programs.
 pub const DEFAULT_INT_ARG: i64 = 4096;
+/// Estimates within this fraction of the cheapest are ties: the model cannot tell them apart, so
+/// the tie-break decides among them (`choose_on`; not where DRAM binds the cheapest, whose
+/// small differences are bytes in flight), and the tuner's shortlist never cuts between them
+/// (`tile_jit::tune`).
+pub const TIE: f64 = 0.01;
 pub const DEFAULT_GRID: u32 = 4096;
 
 /// What the user fixed (`-D NAME=VALUE`, `--num-warps`, `--num-stages`).
@@ -664,7 +669,9 @@ pub fn choose_on(
             kernel: Some(k),
         });
     }
-    // Cheapest feasible; a relative tolerance makes equal estimates ties, which go to fewer
+    // Cheapest feasible; estimates within `TIE` of the cheapest are ties (the pointer attention
+    // at head dim 64, causal: 4 warps on 64-row blocks estimated 0.6% over 8 warps on 128 rows,
+    // measured 0.0798 against 0.0921 ms, run 107), which go to fewer
     // warps, then to a wgmma kept in flight across iterations (matmul: 596 against 564
     // TFLOP/s), then to larger TMA stages (fewer mbarrier round trips: matmul_tma with 48 KB
     // stages 743 against 575 TFLOP/s with 24 KB at 4096³), then fewer stages (attention: 2
@@ -672,45 +679,42 @@ pub fn choose_on(
     // warpgroup, where the deeper ring wins (matmul_tma at 8192³ with a producer: 4 stages
     // 1.4223 ms, 3 stages 1.4485, 2 stages 1.6971; attention_rotated at 128 x 8192, head dim
     // 128, two sweeps: causal 3 stages 3.7287 / 3.6406 ms against 3.9520 / 3.8188, not causal
-    // 7.4450 / 7.6324 against 7.2806 / 7.6185, run 92), then enumeration order (docs/gpu.md).
+    // 7.4450 / 7.6324 against 7.2806 / 7.6185, run 92), then the cheaper estimate, then enumeration order (docs/gpu.md).
     // A candidate without either keeps the fewer-stages key, which sorts first. (cp.async matmul
     // with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for some
     // launches: the tie-break stays TMA-only.)
-    let mut best: Option<usize> = None;
-    for (i, c) in cands.iter().enumerate() {
-        if !c.feasible() {
-            continue;
-        }
-        let better = match best {
-            None => true,
-            Some(b) => {
-                let (x, y) = (c.estimate.as_ref().unwrap(), cands[b].estimate.as_ref().unwrap());
-                let key = |c: &Candidate| {
-                    let e = c.estimate.as_ref().unwrap();
-                    (
-                        c.config.num_warps,
-                        !e.wgmma_in_flight,
-                        std::cmp::Reverse(e.tma_stage_bytes),
-                        if e.wgmma_in_flight || e.producer {
-                            u32::MAX - c.config.num_stages
-                        } else {
-                            c.config.num_stages
-                        },
-                    )
-                };
-                if x.time_s < y.time_s * (1.0 - 1e-9) {
-                    true
-                } else if x.time_s <= y.time_s * (1.0 + 1e-9) {
-                    key(c) < key(&cands[b])
-                } else {
-                    false
-                }
-            }
-        };
-        if better {
-            best = Some(i);
-        }
-    }
+    let key = |c: &Candidate| {
+        let e = c.estimate.as_ref().unwrap();
+        (
+            c.config.num_warps,
+            !e.wgmma_in_flight,
+            std::cmp::Reverse(e.tma_stage_bytes),
+            if e.wgmma_in_flight || e.producer {
+                u32::MAX - c.config.num_stages
+            } else {
+                c.config.num_stages
+            },
+        )
+    };
+    let time = |c: &Candidate| c.estimate.as_ref().unwrap().time_s;
+    let fastest = cands
+        .iter()
+        .filter(|c| c.feasible())
+        .min_by(|a, b| time(a).total_cmp(&time(b)));
+    // Where DRAM binds the cheapest, the memory term's small differences are the bytes each
+    // candidate keeps in flight, which the model measures (vector_add's 1-warp blocks, within
+    // 0.2% of the cheapest, ran 1% slower): only equal estimates tie there.
+    let band = match fastest.and_then(|c| c.estimate.as_ref()) {
+        Some(e) if e.dram_s >= e.alu_s.max(e.smem_s) => 1e-9,
+        _ => TIE,
+    };
+    let fastest = fastest.map_or(f64::INFINITY, time);
+    let best = cands
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.feasible() && time(c) <= fastest * (1.0 + band))
+        .min_by(|(i, a), (j, b)| key(a).cmp(&key(b)).then(time(a).total_cmp(&time(b))).then(i.cmp(j)))
+        .map(|(i, _)| i);
     // When the register model rejects everything (it leans high), the candidate it thinks needs
     // the fewest registers is the best bet; its verdict says so in `explain`.
     let fallback = || {
