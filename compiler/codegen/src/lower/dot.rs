@@ -3,7 +3,7 @@
 //! accumulator layout), else both operands through shared memory and a plain FMA loop over the
 //! inner dimension.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use inkwell::AddressSpace;
 use inkwell::types::BasicTypeEnum;
@@ -15,7 +15,18 @@ use super::{Lowering, R, Repr, SHARED, llvm};
 
 /// The wgmma dots pending at a point (oldest first, with the A fragments each reads from
 /// registers) and their values there.
-pub(super) type PendingWgmma<'c> = (Vec<(ValueId, Vec<BasicValueEnum<'c>>)>, Vec<(ValueId, Repr<'c>)>);
+/// A wgmma dot committed and not yet waited for.
+#[derive(Clone)]
+pub(super) struct Pending<'c> {
+    /// The dot's result.
+    pub(super) result: ValueId,
+    /// Its A operand when read from registers (attention's P).
+    pub(super) a_regs: Option<ValueId>,
+    /// A's fragment registers, which the instructions read until they are done.
+    pub(super) frags: Vec<BasicValueEnum<'c>>,
+}
+
+pub(super) type PendingWgmma<'c> = (Vec<Pending<'c>>, Vec<(ValueId, Repr<'c>)>);
 
 impl<'c> Lowering<'c, '_> {
     pub(super) fn dot(&mut self, op: &Op, p: Precision) -> R<()> {
@@ -255,7 +266,11 @@ impl<'c> Lowering<'c, '_> {
             self.asm(None, "wgmma.wait_group.sync.aligned 1;", "", &[])?;
             acc
         } else if lazy {
-            self.pending_wgmma.push((op.results[0], a_frags));
+            self.pending_wgmma.push(Pending {
+                result: op.results[0],
+                a_regs: a_regs.is_some().then_some(a),
+                frags: a_frags,
+            });
             acc
         } else {
             self.wgmma_wait(&acc)?
@@ -281,19 +296,40 @@ impl<'c> Lowering<'c, '_> {
             op.each_read(&mut |_, v| {
                 read.insert(v);
             });
-            match self.pending_wgmma.iter().rposition(|(v, _)| read.contains(v)) {
+            match self.pending_wgmma.iter().rposition(|p| read.contains(&p.result)) {
                 Some(i) => i + 1,
                 None => return Ok(()),
             }
         } else if !op.regions.is_empty() {
             self.pending_wgmma.len()
         } else {
-            match self.pending_wgmma.iter().rposition(|(v, _)| op.operands.contains(v)) {
+            match self.pending_wgmma.iter().rposition(|p| op.operands.contains(&p.result)) {
                 Some(i) => i + 1,
                 None => return Ok(()),
             }
         };
         self.wait_wgmma(upto)
+    }
+
+    /// Before `op` defines the next iteration's value of a loop-carried A operand that a pending
+    /// wgmma reads from registers (`carried`: yielded value to the argument it becomes): waits
+    /// for that dot. Its wait names the fragment registers for LLVM, not in the PTX, so ptxas
+    /// would let the new value take the registers the instructions still read, and serialise
+    /// every wgmma of the kernel (C7513; attention_rotated's cp.async ring converted P before
+    /// its `acc * alpha` waited).
+    pub(super) fn settle_wgmma_before_replacing(&mut self, op: &Op, carried: &HashMap<ValueId, ValueId>) -> R<()> {
+        let replaced: Vec<ValueId> = op.results.iter().filter_map(|r| carried.get(r).copied()).collect();
+        if replaced.is_empty() {
+            return Ok(());
+        }
+        match self
+            .pending_wgmma
+            .iter()
+            .rposition(|p| p.a_regs.is_some_and(|a| replaced.contains(&a)))
+        {
+            Some(i) => self.wait_wgmma(i + 1),
+            None => Ok(()),
+        }
     }
 
     /// At the end of a region (its `yield`, which hands on `yielded`): a loop body waits for
@@ -305,7 +341,7 @@ impl<'c> Lowering<'c, '_> {
             Some(floor) if self.pending_wgmma.len() == floor => self
                 .pending_wgmma
                 .iter()
-                .rposition(|(v, _)| yielded.contains(v))
+                .rposition(|p| yielded.contains(&p.result))
                 .map_or(0, |i| i + 1),
             _ => self.pending_wgmma.len(),
         };
@@ -317,7 +353,11 @@ impl<'c> Lowering<'c, '_> {
     /// of its own), but the other path has not, and values set in a branch do not reach past
     /// it. Waiting again after the `if` for a group already retired costs nothing.
     pub(super) fn pending_before_branch(&self) -> PendingWgmma<'c> {
-        let vals = self.pending_wgmma.iter().map(|(v, _)| (*v, self.get(*v))).collect();
+        let vals = self
+            .pending_wgmma
+            .iter()
+            .map(|p| (p.result, self.get(p.result)))
+            .collect();
         (self.pending_wgmma.clone(), vals)
     }
 
@@ -337,16 +377,16 @@ impl<'c> Lowering<'c, '_> {
             return Ok(());
         }
         self.pass_turn()?;
-        let done: Vec<(ValueId, Vec<BasicValueEnum<'c>>)> = self.pending_wgmma.drain(..n).collect();
+        let done: Vec<Pending<'c>> = self.pending_wgmma.drain(..n).collect();
         let left = self.pending_wgmma.len();
-        let tiles: Vec<Vec<BasicValueEnum<'c>>> = done.iter().map(|(v, _)| self.elems(*v)).collect();
+        let tiles: Vec<Vec<BasicValueEnum<'c>>> = done.iter().map(|p| self.elems(p.result)).collect();
         let mut flat: Vec<BasicValueEnum<'c>> = tiles.concat();
         let n = flat.len();
         let mut cons: Vec<String> = vec!["=f".into(); n];
         cons.extend((0..n).map(|i| i.to_string()));
-        for (_, frags) in &done {
-            cons.extend(frags.iter().map(|_| "r".to_string()));
-            flat.extend(frags.iter().copied());
+        for p in &done {
+            cons.extend(p.frags.iter().map(|_| "r".to_string()));
+            flat.extend(p.frags.iter().copied());
         }
         let out = self.asm_values(
             &format!("wgmma.wait_group.sync.aligned {left};"),
@@ -355,8 +395,8 @@ impl<'c> Lowering<'c, '_> {
             n,
         )?;
         let mut at = 0;
-        for ((v, _), t) in done.iter().zip(&tiles) {
-            self.set(*v, Repr::Tile(out[at..at + t.len()].to_vec()));
+        for (p, t) in done.iter().zip(&tiles) {
+            self.set(p.result, Repr::Tile(out[at..at + t.len()].to_vec()));
             at += t.len();
         }
         Ok(())

@@ -170,7 +170,7 @@ struct Lowering<'c, 'a> {
     /// wgmma dots committed but not yet waited for, oldest first (see `settle_wgmma`): their
     /// values hold the accumulators as the instructions will leave them, read only through a
     /// `wgmma.wait_group`.
-    pending_wgmma: Vec<(ValueId, Vec<BasicValueEnum<'c>>)>,
+    pending_wgmma: Vec<dot::Pending<'c>>,
     /// Inside a branch of an `if`: how many of `pending_wgmma` were pending before it (they
     /// stay in flight through the branch unless it reads them or commits a dot of its own).
     wgmma_floor: Option<usize>,
@@ -295,8 +295,16 @@ impl<'c> Lowering<'c, '_> {
         for (a, v) in r.args.iter().zip(args) {
             self.vals.insert(*a, v.clone());
         }
+        // A loop body's yielded values, each to the argument it becomes next iteration.
+        let carried: HashMap<ValueId, ValueId> = match r.ops.last() {
+            Some(y) if matches!(y.kind, OpKind::Yield) && r.args.len() == y.operands.len() + 1 => {
+                y.operands.iter().copied().zip(r.args[1..].iter().copied()).collect()
+            }
+            _ => HashMap::new(),
+        };
         for op in &r.ops {
             self.settle_wgmma(op)?;
+            self.settle_wgmma_before_replacing(op, &carried)?;
             if let OpKind::Yield = op.kind {
                 return (0..op.operands.len())
                     .map(|i| self.operand_in(op, i, yields_to))
