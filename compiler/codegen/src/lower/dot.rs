@@ -13,8 +13,6 @@ use tile_lang::ir::*;
 
 use super::{Lowering, R, Repr, SHARED, llvm};
 
-/// The wgmma dots pending at a point (oldest first, with the A fragments each reads from
-/// registers) and their values there.
 /// A wgmma dot committed and not yet waited for.
 #[derive(Clone)]
 pub(super) struct Pending<'c> {
@@ -26,6 +24,8 @@ pub(super) struct Pending<'c> {
     pub(super) frags: Vec<BasicValueEnum<'c>>,
 }
 
+/// The wgmma dots pending at a point (oldest first, with the A fragments each reads from
+/// registers) and their values there.
 pub(super) type PendingWgmma<'c> = (Vec<Pending<'c>>, Vec<(ValueId, Repr<'c>)>);
 
 impl<'c> Lowering<'c, '_> {

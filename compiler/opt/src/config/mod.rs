@@ -6,9 +6,10 @@
 //! Each is checked with its bindings and estimated (registers per thread, shared memory,
 //! occupancy, a roofline time over the grid of the file's largest run-spec case); one over the
 //! register budget or the shared-memory limit is infeasible; the cheapest feasible one wins,
-//! ties (estimates within [`TIE`] of the cheapest, or equal where DRAM binds it) going to fewer warps, then to a wgmma kept in flight across a pipelined loop's
-//! iterations, then to larger TMA stages, then fewer stages (more where a wgmma stays in flight
-//! or a producer warpgroup feeds the loop), then the cheaper estimate, then the earlier candidate.
+//! ties (estimates within [`TIE`] of the cheapest, or equal where DRAM binds it) going to fewer
+//! warps, then to a wgmma kept in flight across a pipelined loop's iterations, then to larger
+//! TMA stages, then fewer stages (more where a wgmma stays in flight or a producer warpgroup
+//! feeds the loop), then the cheaper estimate, then the earlier candidate.
 //!
 //! `dtype` parameters are not tuned: the element type is part of the problem, not of the
 //! schedule. They come from the pins, else the run spec's case, else their first choice.
@@ -33,12 +34,12 @@ pub const DEFAULT_WARPS: &[u32] = &[1, 2, 4, 8];
 pub const DEFAULT_STAGES: &[u32] = &[1];
 /// Without a run spec: every integer argument is this, and the grid has this many programs.
 pub const DEFAULT_INT_ARG: i64 = 4096;
+pub const DEFAULT_GRID: u32 = 4096;
 /// Estimates within this fraction of the cheapest are ties: the model cannot tell them apart, so
 /// the tie-break decides among them (`choose_on`; not where DRAM binds the cheapest, whose
 /// small differences are bytes in flight), and the tuner's shortlist never cuts between them
 /// (`tile_jit::tune`).
 pub const TIE: f64 = 0.01;
-pub const DEFAULT_GRID: u32 = 4096;
 
 /// What the user fixed (`-D NAME=VALUE`, `--num-warps`, `--num-stages`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -671,15 +672,16 @@ pub fn choose_on(
     }
     // Cheapest feasible; estimates within `TIE` of the cheapest are ties (the pointer attention
     // at head dim 64, causal: 4 warps on 64-row blocks estimated 0.6% over 8 warps on 128 rows,
-    // measured 0.0798 against 0.0921 ms, run 107), which go to fewer
-    // warps, then to a wgmma kept in flight across iterations (matmul: 596 against 564
-    // TFLOP/s), then to larger TMA stages (fewer mbarrier round trips: matmul_tma with 48 KB
-    // stages 743 against 575 TFLOP/s with 24 KB at 4096³), then fewer stages (attention: 2
+    // measured 0.0798 against 0.0921 ms, run 107), which go to fewer warps, then to a wgmma
+    // kept in flight across iterations (matmul: 596 against 564 TFLOP/s), then to larger TMA
+    // stages (fewer mbarrier round trips: matmul_tma with 48 KB stages 743 against 575 TFLOP/s
+    // with 24 KB at 4096³), then fewer stages (attention: 2
     // stages measured faster than 3) except under a wgmma kept in flight or a producer
     // warpgroup, where the deeper ring wins (matmul_tma at 8192³ with a producer: 4 stages
     // 1.4223 ms, 3 stages 1.4485, 2 stages 1.6971; attention_rotated at 128 x 8192, head dim
     // 128, two sweeps: causal 3 stages 3.7287 / 3.6406 ms against 3.9520 / 3.8188, not causal
-    // 7.4450 / 7.6324 against 7.2806 / 7.6185, run 92), then the cheaper estimate, then enumeration order (docs/gpu.md).
+    // 7.4450 / 7.6324 against 7.2806 / 7.6185, run 92), then the cheaper estimate, then
+    // enumeration order (docs/gpu.md).
     // A candidate without either keeps the fewer-stages key, which sorts first. (cp.async matmul
     // with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for some
     // launches: the tie-break stays TMA-only.)
