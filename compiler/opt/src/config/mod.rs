@@ -142,6 +142,9 @@ pub enum Verdict {
     },
     /// Feasible, but the model says it is slower than the chosen one by this factor.
     Slower(f64),
+    /// Feasible and estimated within the tie band of the cheapest (its time over the chosen
+    /// one's): the tie-break took the chosen one.
+    Tie(f64),
     /// The kernel does not check with these values (its message).
     Invalid(String),
 }
@@ -157,6 +160,7 @@ impl fmt::Display for Verdict {
                 write!(f, "shared memory: {need} B over the limit of {limit} B")
             }
             Verdict::Slower(x) => write!(f, "slower by the model: x{x:.2}"),
+            Verdict::Tie(x) => write!(f, "tied by the model (x{x:.2}); the tie-break took the chosen one"),
             Verdict::Invalid(m) => write!(f, "does not check: {m}"),
         }
     }
@@ -174,7 +178,7 @@ pub struct Candidate {
 
 impl Candidate {
     pub fn feasible(&self) -> bool {
-        matches!(self.verdict, Verdict::Chosen | Verdict::Slower(_))
+        matches!(self.verdict, Verdict::Chosen | Verdict::Slower(_) | Verdict::Tie(_))
     }
 
     /// Chosen only because every candidate is over the register budget (the one estimated to
@@ -741,7 +745,12 @@ pub fn choose_on(
         if i == chosen {
             c.verdict = Verdict::Chosen;
         } else if let (Verdict::Slower(_), Some(e)) = (&c.verdict, &c.estimate) {
-            c.verdict = Verdict::Slower(if best_time > 0.0 { e.time_s / best_time } else { 1.0 });
+            let ratio = if best_time > 0.0 { e.time_s / best_time } else { 1.0 };
+            c.verdict = if e.time_s <= fastest * (1.0 + band) {
+                Verdict::Tie(ratio)
+            } else {
+                Verdict::Slower(ratio)
+            };
         }
     }
     Ok(Choice {
