@@ -3,7 +3,7 @@
 //! accumulator layout), else both operands through shared memory and a plain FMA loop over the
 //! inner dimension.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use inkwell::AddressSpace;
 use inkwell::types::BasicTypeEnum;
@@ -312,13 +312,17 @@ impl<'c> Lowering<'c, '_> {
     }
 
     /// Before `op` defines the next iteration's value of a loop-carried A operand that a pending
-    /// wgmma reads from registers (`carried`: yielded value to the argument it becomes): waits
+    /// wgmma reads from registers (`carried`: each yielded value with the argument it becomes): waits
     /// for that dot. Its wait names the fragment registers for LLVM, not in the PTX, so ptxas
     /// would let the new value take the registers the instructions still read, and serialise
     /// every wgmma of the kernel (C7513; attention_rotated's cp.async ring converted P before
     /// its `acc * alpha` waited).
-    pub(super) fn settle_wgmma_before_replacing(&mut self, op: &Op, carried: &HashMap<ValueId, ValueId>) -> R<()> {
-        let replaced: Vec<ValueId> = op.results.iter().filter_map(|r| carried.get(r).copied()).collect();
+    pub(super) fn settle_wgmma_before_replacing(&mut self, op: &Op, carried: &[(ValueId, ValueId)]) -> R<()> {
+        let replaced: Vec<ValueId> = carried
+            .iter()
+            .filter(|(y, _)| op.results.contains(y))
+            .map(|&(_, arg)| arg)
+            .collect();
         if replaced.is_empty() {
             return Ok(());
         }

@@ -295,12 +295,13 @@ impl<'c> Lowering<'c, '_> {
         for (a, v) in r.args.iter().zip(args) {
             self.vals.insert(*a, v.clone());
         }
-        // A loop body's yielded values, each to the argument it becomes next iteration.
-        let carried: HashMap<ValueId, ValueId> = match r.ops.last() {
+        // A loop body's yielded values, each with the argument it becomes next iteration (a
+        // value may be yielded into several).
+        let carried: Vec<(ValueId, ValueId)> = match r.ops.last() {
             Some(y) if matches!(y.kind, OpKind::Yield) && r.args.len() == y.operands.len() + 1 => {
                 y.operands.iter().copied().zip(r.args[1..].iter().copied()).collect()
             }
-            _ => HashMap::new(),
+            _ => Vec::new(),
         };
         for op in &r.ops {
             self.settle_wgmma(op)?;

@@ -218,8 +218,10 @@ pub fn unary(op: UnaryOp, d: DType, v: Scalar) -> Scalar {
             };
             // The GPU's f32 exponential flushes results below 2^-126 to zero (codegen's `EX2`);
             // f16, bf16 and fp8 are computed in f32 there.
-            let flushed =
-                matches!(op, UnaryOp::Exp | UnaryOp::Exp2) && d != DType::F64 && r.abs() < f32::MIN_POSITIVE as f64;
+            // What is flushed is the f32 result: one that rounds up to 2^-126 stays.
+            let flushed = matches!(op, UnaryOp::Exp | UnaryOp::Exp2)
+                && d != DType::F64
+                && round_float(DType::F32, r).abs() < f32::MIN_POSITIVE as f64;
             Scalar::F(round_float(d, if flushed { 0.0 } else { r }))
         }
     }
@@ -353,6 +355,9 @@ mod tests {
             assert_eq!(f(UnaryOp::Exp2, d, -126.0), min_normal, "{d}");
         }
         assert_eq!(f(UnaryOp::Exp2, DType::F64, -130.0), 2f64.powi(-130));
+        // Just below 2^-126 in f64, 2^-126 in f32: not flushed.
+        let below = (-126.0f64).exp2() * (1.0 - 2f64.powi(-30));
+        assert_eq!(f(UnaryOp::Exp2, DType::F32, below.log2()), min_normal);
         assert_eq!(
             f(UnaryOp::Exp, DType::F32, -87.0),
             round_float(DType::F32, (-87f64).exp())

@@ -705,7 +705,7 @@ pub fn choose_on(
     let time = |c: &Candidate| c.estimate.as_ref().unwrap().time_s;
     let fastest = cands
         .iter()
-        .filter(|c| c.feasible())
+        .filter(|c| c.feasible() && !time(c).is_nan())
         .min_by(|a, b| time(a).total_cmp(&time(b)));
     // Where DRAM binds the cheapest, the memory term's small differences are the bytes each
     // candidate keeps in flight, which the model measures (vector_add's 1-warp blocks, within
