@@ -591,19 +591,7 @@ mod tests {
         let p = plan(&program(), "vector_add", &block(1024), None, &target(), None).unwrap();
         let sig: Vec<String> = p.params.iter().map(|p| p.to_string()).collect();
         assert_eq!(sig, ["x: *f32", "y: *f32", "out: *mut f32", "n: i32"]);
-        // Unpinned warps are the static model's choice, as `tilec compile` makes it.
-        let source = program();
-        let req = Request {
-            pins: Pins {
-                consts: block(1024),
-                num_warps: None,
-                num_stages: None,
-            },
-            config: ConfigSource::Model(None),
-            ..Request::new("vector_add", target())
-        };
-        let model = tile_driver::compile(source.source("vector_add").unwrap(), &req, Stage::Ir).unwrap();
-        assert_eq!(p.num_warps, model.config.num_warps);
+        assert_eq!(p.num_warps, 4);
         let p8 = plan(&program(), "vector_add", &block(1024), Some(8), &target(), None).unwrap();
         assert_eq!(p8.num_warps, 8);
         assert_ne!(p.base_key, p8.base_key);
@@ -705,7 +693,7 @@ mod tests {
         let (key, first, origin, report) = build(&p, &spec(), Some(&cache), None).unwrap();
         assert_eq!((origin, report), (Origin::Compiled, BuildReport::default()));
         assert!(first.ptx.contains(".entry vector_add"), "{}", first.ptx);
-        assert_eq!(first.threads_per_block, p.num_warps * 32);
+        assert_eq!(first.threads_per_block, 128);
         assert_eq!(first.specialization, "ddd-");
         assert_eq!(first.cubin, None);
 
