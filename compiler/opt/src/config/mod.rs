@@ -76,6 +76,9 @@ pub struct Estimate {
     pub smem_bytes: u32,
     pub threads: u32,
     pub blocks_per_sm: u32,
+    /// Programs an SM runs at once: `blocks_per_sm`, or fewer when the grid has fewer programs
+    /// per SM (a persistent grid of one program per SM).
+    pub resident: u32,
     /// Resident warps per SM over the SM's maximum.
     pub occupancy: f64,
     pub programs: u64,
@@ -470,6 +473,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         smem_bytes: smem,
         threads,
         blocks_per_sm: blocks,
+        resident: resident as u32,
         occupancy: (blocks * threads) as f64 / t.max_threads_per_sm as f64,
         programs,
         work: w,
@@ -679,23 +683,28 @@ pub fn choose_on(
     // measured 0.0798 against 0.0921 ms, run 107), which go to fewer warps, then to a wgmma
     // kept in flight across iterations (matmul: 596 against 564 TFLOP/s), then to larger TMA
     // stages (fewer mbarrier round trips: matmul_tma with 48 KB stages 743 against 575 TFLOP/s
-    // with 24 KB at 4096³), then fewer stages (attention: 2
-    // stages measured faster than 3) except under a wgmma kept in flight or a producer
-    // warpgroup, where the deeper ring wins (matmul_tma at 8192³ with a producer: 4 stages
-    // 1.4223 ms, 3 stages 1.4485, 2 stages 1.6971; attention_rotated at 128 x 8192, head dim
-    // 128, two sweeps: causal 3 stages 3.7287 / 3.6406 ms against 3.9520 / 3.8188, not causal
-    // 7.4450 / 7.6324 against 7.2806 / 7.6185, run 92), then the cheaper estimate, then
-    // enumeration order (docs/gpu.md).
-    // A candidate without either keeps the fewer-stages key, which sorts first. (cp.async matmul
-    // with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for some
-    // launches: the tie-break stays TMA-only.)
+    // with 24 KB at 4096³), then fewer stages (attention with several blocks per SM: 2 stages
+    // measured faster than 3) except under a wgmma kept in flight or a producer warpgroup, where
+    // the deeper ring wins (matmul_tma at 8192³ with a producer: 4 stages 1.4223 ms, 3 stages
+    // 1.4485, 2 stages 1.6971; attention_rotated at 128 x 8192, head dim 128, two sweeps: causal
+    // 3 stages 3.7287 / 3.6406 ms against 3.9520 / 3.8188, not causal 7.4450 / 7.6324 against
+    // 7.2806 / 7.6185, run 92), and with one program per SM at a time, whose copies in flight
+    // are the SM's only ones and whose warps all wait at each iteration's barrier for the
+    // slowest copy (the pointer attention at head dim 128, 16 x 8192, not causal: 3 stages
+    // 1.0307 / 1.0375 ms against 1.1710 / 1.1778, causal 2 stages 0.9% and 1.3% faster, run 111;
+    // softmax_staged's grid of one program per SM at bf16 4096 x 16384: 3 stages 0.0797 ms, 1
+    // stage 0.1106, runs 97 and 113; at 32768 columns 0.1448 against 0.1721, runs 97 and 74),
+    // then the cheaper estimate, then enumeration order (docs/gpu.md).
+    // A candidate without any of these keeps the fewer-stages key, which sorts first. (cp.async
+    // matmul with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for
+    // some launches: the tie-break stays TMA-only.)
     let key = |c: &Candidate| {
         let e = c.estimate.as_ref().unwrap();
         (
             c.config.num_warps,
             !e.wgmma_in_flight,
             std::cmp::Reverse(e.tma_stage_bytes),
-            if e.wgmma_in_flight || e.producer {
+            if e.wgmma_in_flight || e.producer || e.resident == 1 {
                 u32::MAX - c.config.num_stages
             } else {
                 c.config.num_stages
