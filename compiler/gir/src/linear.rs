@@ -294,11 +294,14 @@ impl LinearLayout {
         if !same(&self.lane, &src.lane) || !same(&self.warp, &src.warp) {
             return None;
         }
+        // The first source register holding each flat index (a map, not a search per register:
+        // tiles of 2^18 elements have thousands of registers a thread).
+        let mut first: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+        for s in 0..src.regs() {
+            first.entry(src.reg_part(s)).or_insert(s);
+        }
         (0..self.regs())
-            .map(|r| {
-                let want = project(self.reg_part(r));
-                (0..src.regs()).find(|s| src.reg_part(*s) == want)
-            })
+            .map(|r| first.get(&project(self.reg_part(r))).copied())
             .collect()
     }
 }
