@@ -263,7 +263,7 @@ fn generated_kernels_compile_and_assemble_for_every_target() {
                             consts: case.consts.clone(),
                             ..Default::default()
                         },
-                        config: tile_driver::ConfigSource::Model(Some((s.clone(), case.clone()))),
+                        config: tile_driver::ConfigSource::Model(tile_driver::Planned::Case(s.clone(), case.clone())),
                         rewrite,
                         ptxas: ptxas.clone(),
                         ..tile_driver::Request::new(&s.kernel, tile_driver::target(sm).unwrap())

@@ -244,7 +244,25 @@ fn explain_softmax() {
 
 #[test]
 fn explain_matmul() {
-    explain_snapshot("matmul", &[]);
+    // As the JIT plans a launch at 8192³ on aligned, row-major operands.
+    explain_snapshot(
+        "matmul",
+        &[
+            "--assume-aligned",
+            "--size",
+            "M=8192",
+            "--size",
+            "N=8192",
+            "--size",
+            "K=8192",
+            "--size",
+            "stride_ak=1",
+            "--size",
+            "stride_bn=1",
+            "--size",
+            "stride_cn=1",
+        ],
+    );
 }
 
 #[test]

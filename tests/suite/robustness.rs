@@ -271,7 +271,7 @@ fn whole_pipeline(text: &str) -> (usize, usize) {
     let (mut ok, mut bad) = (0, 0);
     for name in src.kernel_names() {
         let req = Request {
-            config: ConfigSource::Model(None),
+            config: ConfigSource::Model(tile_driver::Planned::File),
             rewrite: Some(OptOptions::default()),
             ..Request::new(name, target.clone())
         };

@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use tile_lang::check::Sizes;
 use tile_lang::diag::{self, Diagnostic};
 use tile_lang::ir::Kernel;
 use tile_lang::spec::{Case, RunSpec};
@@ -28,7 +29,7 @@ pub use tile_codegen::ptxas::Resources;
 pub use tile_codegen::{ArgSpec, CodegenError, CompileOptions, Compiled, TARGETS, Target, target};
 pub use tile_gir::assign::GpuPlan;
 pub use tile_gir::tma;
-pub use tile_opt::config::{Choice, Config, ConfigError, Pins, TargetDesc, Verdict};
+pub use tile_opt::config::{Choice, Config, ConfigError, LaunchProblem, Pins, TargetDesc, Verdict};
 pub use tile_opt::egraph::{OptError, OptOptions, Report};
 
 /// A parsed `.tile` file: parsed once, compiled as often as needed.
@@ -82,12 +83,24 @@ pub enum ConfigSource {
     /// Each unpinned tunable takes its first candidate; warps the first `#[warps(..)]`
     /// candidate, else 4; stages the first `#[stages(..)]` candidate, else 1.
     Defaults,
-    /// The static model's choice (`tilec explain`), estimated on the given run-spec case, else
-    /// on the largest `bench(..)` case of the kernel's run specs. Targets the model has no
-    /// description of fall back to the defaults (the compilation says so).
-    Model(Option<(RunSpec, Case)>),
+    /// The static model's choice (`tilec explain`), estimated on the given problem. Targets the
+    /// model has no description of fall back to the defaults (the compilation says so).
+    Model(Planned),
     /// A configuration chosen elsewhere (the tuner's winner).
     Given(Config),
+}
+
+/// What the static model plans a kernel for.
+#[derive(Clone, Debug)]
+pub enum Planned {
+    /// The kernel's largest `bench(..)` case, else its run specs' largest case, else the
+    /// model's default problem (every integer argument 4096).
+    File,
+    /// A run spec's case.
+    Case(RunSpec, Case),
+    /// A launch: the request's `sizes`, and the grid it is launched on when the kernel has no
+    /// `#[grid(..)]` (the JIT's shape bucket, `tilec compile --size`).
+    Launch { grid: Option<[u32; 3]> },
 }
 
 /// How far to run the pipeline.
@@ -116,6 +129,10 @@ pub struct Request {
     pub rewrite: Option<OptOptions>,
     /// What the launch's arguments are known to satisfy (one per parameter, or empty).
     pub specialization: Vec<ArgSpec>,
+    /// The launch's integer arguments, by parameter name: what computed compile-time values
+    /// (`const BLOCK: i32 = next_pow2(n)`) are evaluated with, and what `Planned::Launch` plans
+    /// for (empty: every integer argument counts as 4096).
+    pub sizes: Sizes,
     /// ptxas, for a cubin and its resources; `None` stops at PTX.
     pub ptxas: Option<PathBuf>,
 }
@@ -131,6 +148,7 @@ impl Request {
             target,
             rewrite: None,
             specialization: Vec::new(),
+            sizes: Sizes::default(),
             ptxas: None,
         }
     }
@@ -223,13 +241,24 @@ pub fn normalise_ptx(ptx: &str) -> String {
 pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation, DriverError> {
     let mut timings = Timings::default();
     let started = Instant::now();
-    let (config, choice, config_note, checked) = choose_config(src, req)?;
+    let (mut config, choice, config_note, checked) = choose_config(src, req)?;
     timings.config = Some(started.elapsed());
     let started = Instant::now();
     let ir = match checked {
         Some(k) => k,
-        None => check(src, &req.kernel, &config)?,
+        None => check(src, &req.kernel, &config, &req.sizes)?,
     };
+    // Values computed from the launch (`const BLOCK: i32 = next_pow2(n)`) are part of the
+    // configuration, whoever chose the rest: caches key on it.
+    if let Some(def) = check::find_kernel(&src.ast, &req.kernel) {
+        for name in check::launch::computed_names(def) {
+            if !config.consts.iter().any(|(n, _)| *n == name)
+                && let Some(b) = ir.consts.iter().find(|(n, _)| *n == name)
+            {
+                config.consts.push(b.clone());
+            }
+        }
+    }
     timings.check = Some(started.elapsed());
     let mut c = Compilation {
         config,
@@ -347,8 +376,8 @@ pub fn default_stages(k: &Kernel) -> u32 {
     k.stages.first().copied().unwrap_or(1)
 }
 
-fn check(src: &Source, kernel: &str, config: &Config) -> Result<Kernel, DriverError> {
-    check::check_kernel(&src.text, &src.ast, kernel, &config.consts).map_err(|diags| DriverError::Check {
+fn check(src: &Source, kernel: &str, config: &Config, sizes: &Sizes) -> Result<Kernel, DriverError> {
+    check::check_kernel_at(&src.text, &src.ast, kernel, &config.consts, sizes).map_err(|diags| DriverError::Check {
         kernel: kernel.to_string(),
         diags,
     })
@@ -361,12 +390,13 @@ type Chosen = (Config, Option<Choice>, Option<String>, Option<Kernel>);
 fn choose_config(src: &Source, req: &Request) -> Result<Chosen, DriverError> {
     let pins = &req.pins;
     let defaults = || -> Result<Chosen, DriverError> {
-        let k = check::check_kernel(&src.text, &src.ast, &req.kernel, &pins.consts).map_err(|diags| {
-            DriverError::Check {
-                kernel: req.kernel.clone(),
-                diags,
-            }
-        })?;
+        let k =
+            check::check_kernel_at(&src.text, &src.ast, &req.kernel, &pins.consts, &req.sizes).map_err(|diags| {
+                DriverError::Check {
+                    kernel: req.kernel.clone(),
+                    diags,
+                }
+            })?;
         let config = Config {
             consts: k.consts.clone(),
             num_warps: pins.num_warps.unwrap_or_else(|| default_warps(&k)),
@@ -383,8 +413,27 @@ fn choose_config(src: &Source, req: &Request) -> Result<Chosen, DriverError> {
                 let note = format!("the model has no description of {}: defaults used", req.target.sm);
                 return Ok((c, None, Some(note), k));
             };
-            let on = on.as_ref().map(|(s, c)| (s, c));
-            let choice = match tile_opt::config::choose_on(&src.text, &src.ast, &req.kernel, pins, &desc, on) {
+            let launch;
+            let on = match on {
+                Planned::File => tile_opt::config::On::File,
+                Planned::Case(s, c) => tile_opt::config::On::Case(s, c),
+                Planned::Launch { grid } => {
+                    launch = LaunchProblem {
+                        sizes: req.sizes.clone(),
+                        grid: *grid,
+                    };
+                    tile_opt::config::On::Launch(&launch)
+                }
+            };
+            let choice = match tile_opt::config::choose_with(
+                &src.text,
+                &src.ast,
+                &req.kernel,
+                pins,
+                &desc,
+                on,
+                &req.specialization,
+            ) {
                 Ok(c) => c,
                 // No such kernel, or it does not check with the pins: report the checker's
                 // diagnostics, not a summary.

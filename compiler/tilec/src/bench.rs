@@ -304,7 +304,13 @@ fn bench_files(
                     }
                 };
                 let tuning_s = started.elapsed().as_secs_f64();
-                let kernel = match check::check_kernel(&src.text, &ast, &s.kernel, &config.consts) {
+                let kernel = match check::check_kernel_at(
+                    &src.text,
+                    &ast,
+                    &s.kernel,
+                    &config.consts,
+                    &spec::case_sizes(s, case),
+                ) {
                     Ok(k) => k,
                     Err(d) => {
                         writeln!(out, "{} [{}]: {}", s.kernel, case.label(), d[0].message)?;
@@ -312,6 +318,23 @@ fn bench_files(
                         continue;
                     }
                 };
+                let sizes = spec::case_sizes(s, case);
+                if let Some(def) = check::find_kernel(&ast, &s.kernel)
+                    && let Err(d) =
+                        check::launch::check_requirements(&check::launch::requirements(def), &kernel.consts, &|n| {
+                            sizes.get(n)
+                        })
+                {
+                    writeln!(
+                        out,
+                        "{} [{}]: {}",
+                        s.kernel,
+                        case.label(),
+                        tile_lang::diag::render(&src.name, &src.text, &[d]).trim_end()
+                    )?;
+                    failures += 1;
+                    continue;
+                }
                 let kernel = match &opts.rewrite {
                     Some(o) => tile_opt::egraph::optimize(&kernel, o)?.0,
                     None => kernel,
@@ -377,7 +400,7 @@ fn configure(
         }
         ConfigSource::Model => Ok(tune::plan_choice(&req, &g.target)?.0.best().config.clone()),
         ConfigSource::Spec => {
-            let k = check::check_kernel(source, ast, &s.kernel, &case.consts)
+            let k = check::check_kernel_at(source, ast, &s.kernel, &case.consts, &spec::case_sizes(s, case))
                 .map_err(|d| anyhow::anyhow!("{}", d[0].message))?;
             Ok(Config {
                 consts: k.consts.clone(),

@@ -10,6 +10,7 @@ use tile_opt::config::{self, Candidate, Pins, TargetDesc};
 
 pub(crate) fn cmd_explain(
     file: &Path,
+    launch: &super::LaunchArgs,
     defines: &[String],
     kernel: Option<&str>,
     sm: &str,
@@ -38,7 +39,19 @@ pub(crate) fn cmd_explain(
         if i > 0 {
             writeln!(out)?;
         }
-        match config::choose(&src.text, ast, name, &pins, &desc) {
+        let (facts, sizes) = match check::find_kernel(ast, name) {
+            Some(def) => launch.facts(def)?,
+            None => (Vec::new(), Default::default()),
+        };
+        // Planned for the sizes given, else for the file's largest bench case; with the facts
+        // `tilec compile` would compile with (nothing assumed unless asked).
+        let l = config::LaunchProblem { sizes, grid: None };
+        let on = if l.sizes.is_empty() {
+            config::On::File
+        } else {
+            config::On::Launch(&l)
+        };
+        match config::choose_with(&src.text, ast, name, &pins, &desc, on, &facts) {
             Ok(c) => write_choice(out, &c, &desc)?,
             Err(e) => {
                 writeln!(err, "error: {}: kernel `{name}`: {e}", src.name)?;

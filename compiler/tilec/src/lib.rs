@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod bench;
 // The pure part of `--rounds`, for tests/suite.
 pub use bench::{BenchResult, ConfigSource, Record, median_rounds};
-use tile_lang::check::{self, Bindings};
+use tile_lang::check::{self, Bindings, Sizes};
 use tile_lang::codespan_reporting::term::termcolor::WriteColor;
 use tile_lang::diag::{self, Diagnostic};
 use tile_lang::interp;
@@ -66,14 +66,8 @@ enum Command {
         /// (`tilec explain`; the JIT's default too) or each one's first candidate.
         #[arg(long, value_enum, default_value = "model")]
         config: ConfigArg,
-        /// Compile as for launches whose pointers are 16-byte aligned and whose integer
-        /// arguments are multiples of 16 (what the JIT specialises on).
-        #[arg(long)]
-        assume_aligned: bool,
-        /// Compile as for a launch with this integer argument (repeatable): the JIT's facts
-        /// about it, equal to 1 or a multiple of 16, e.g. `--arg stride_ak=1 --arg K=4096`.
-        #[arg(long = "arg", value_name = "NAME=VALUE")]
-        args: Vec<String>,
+        #[command(flatten)]
+        launch: LaunchArgs,
         /// Write the PTX here instead of printing it: one module with every kernel's entry (or
         /// the one `--kernel` names); an existing directory, or a path ending in `/`, gets one
         /// NAME.ptx per kernel.
@@ -204,6 +198,8 @@ enum Command {
         /// Pin pipeline stages (1 to 8, as `#[stages(..)]`; 1: no pipelining).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
         num_stages: Option<u32>,
+        #[command(flatten)]
+        launch: LaunchArgs,
     },
     /// Time the static model's best candidates on the GPU (all with --all-candidates) on each
     /// run spec's largest `bench(..)` case, and cache the fastest on disk.
@@ -285,8 +281,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             config,
             output,
             timings,
-            assume_aligned,
-            args,
+            launch,
             opt,
             debug,
         } => cmd_compile(
@@ -298,8 +293,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                 sm,
                 pins: (num_warps, num_stages),
                 config,
-                assume_aligned,
-                args,
+                launch,
                 rewrite: opt.options(),
                 output,
                 timings,
@@ -315,8 +309,10 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             sm,
             num_warps,
             num_stages,
+            launch,
         } => explain::cmd_explain(
             &file,
+            &launch,
             &defines,
             kernel.as_deref(),
             &sm,
@@ -594,54 +590,79 @@ struct CompileArgs {
     /// `--num-warps`, `--num-stages`.
     pins: (Option<u32>, Option<u32>),
     config: ConfigArg,
-    assume_aligned: bool,
-    /// `--arg NAME=VALUE`: integer arguments to specialise on.
-    args: Vec<String>,
+    launch: LaunchArgs,
     rewrite: Option<tile_opt::egraph::OptOptions>,
     output: Option<PathBuf>,
     timings: bool,
     debug: bool,
 }
 
-/// What `tilec compile` assumes about a launch: `--assume-aligned` (16-byte pointers, integers
-/// multiples of 16) and each `--arg NAME=VALUE` (that integer's own facts).
-fn specialization(k: &Kernel, aligned: bool, args: &[String]) -> anyhow::Result<Vec<tile_driver::ArgSpec>> {
-    let mut spec = if aligned {
-        vec![tile_driver::ArgSpec::of_ptr(0); k.params.len()]
-    } else {
-        vec![tile_driver::ArgSpec::default(); k.params.len()]
-    };
-    let ints: Vec<&str> = k
-        .params
-        .iter()
-        .filter(|p| p.elem.dtype().is_some_and(|d| d.is_int()))
-        .map(|p| p.name.as_str())
-        .collect();
-    for a in args {
-        let (name, value) = a
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("`--arg {a}`: expected NAME=VALUE, e.g. `--arg stride_ak=1`"))?;
-        let value: i64 = value
-            .trim()
-            .parse()
-            .map_err(|_| anyhow::anyhow!("`--arg {a}`: `{value}` is not an integer"))?;
-        let i = k.params.iter().position(|p| p.name == name.trim()).ok_or_else(|| {
-            anyhow::anyhow!(
-                "`--arg {a}`: kernel `{}` has no parameter `{name}`; its integer parameters are: {}",
-                k.name,
-                ints.join(", ")
-            )
-        })?;
-        if !ints.contains(&name.trim()) {
-            anyhow::bail!(
-                "`--arg {a}`: `{name}` is {}, not an integer; integer parameters are: {}",
-                k.params[i].elem,
-                ints.join(", ")
-            );
+/// The launch `tilec compile` and `tilec explain` plan and compile for.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct LaunchArgs {
+    /// Compile as for launches whose pointers are 16-byte aligned and whose integer arguments
+    /// not given by `--size` are multiples of 16 (what the JIT specialises on).
+    #[arg(long)]
+    pub assume_aligned: bool,
+    /// Plan and compile as for a launch with this integer argument (repeatable): the static
+    /// model estimates the candidates at these sizes (others count as 4096), computed
+    /// compile-time values (`const BLOCK: i32 = next_pow2(n)`) are evaluated with them, and the
+    /// code assumes what the JIT would of them (equal to 1, a multiple of 16), e.g. `--size
+    /// M=8192 --size stride_ak=1`.
+    #[arg(long = "size", visible_alias = "arg", value_name = "NAME=VALUE")]
+    pub sizes: Vec<String>,
+}
+
+impl LaunchArgs {
+    /// What a launch of `def` is assumed to satisfy (one fact per parameter: nothing unless
+    /// `--assume-aligned` or `--size` says so) and its sizes.
+    pub fn facts(&self, def: &tile_lang::syntax::ast::FnDef) -> anyhow::Result<(Vec<tile_driver::ArgSpec>, Sizes)> {
+        use tile_lang::syntax::ast::TypeExpr;
+        let is_int = |p: &tile_lang::syntax::ast::Param| tile_lang::check::launch::is_int_param(p);
+        let mut spec: Vec<tile_driver::ArgSpec> = def
+            .params
+            .iter()
+            .map(|p| match (&p.ty, self.assume_aligned) {
+                (Some(TypeExpr::Ptr { .. }), true) => tile_driver::ArgSpec::of_ptr(0),
+                (Some(_), true) if is_int(p) => tile_driver::ArgSpec::of_int(16),
+                _ => tile_driver::ArgSpec::default(),
+            })
+            .collect();
+        let ints: Vec<&str> = def
+            .params
+            .iter()
+            .filter(|p| is_int(p))
+            .map(|p| p.name.name.as_str())
+            .collect();
+        let mut sizes = Vec::new();
+        for a in &self.sizes {
+            let (name, value) = a
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("`--size {a}`: expected NAME=VALUE, e.g. `--size M=8192`"))?;
+            let name = name.trim();
+            let value: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("`--size {a}`: `{}` is not an integer", value.trim()))?;
+            let i = def.params.iter().position(|p| p.name.name == name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "`--size {a}`: kernel `{}` has no parameter `{name}`; its integer parameters are: {}",
+                    def.name.name,
+                    ints.join(", ")
+                )
+            })?;
+            if !ints.contains(&name) {
+                anyhow::bail!(
+                    "`--size {a}`: `{name}` is not an integer parameter; integer parameters are: {}",
+                    ints.join(", ")
+                );
+            }
+            spec[i] = tile_driver::ArgSpec::of_int(value);
+            sizes.retain(|(n, _): &(String, i64)| n != name);
+            sizes.push((name.to_string(), value));
         }
-        spec[i] = tile_driver::ArgSpec::of_int(value);
+        Ok((spec, Sizes(sizes)))
     }
-    Ok(spec)
 }
 
 fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
@@ -689,13 +710,22 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
     let mut failed = false;
     let mut modules: Vec<(String, String)> = Vec::new();
     for name in names {
+        let (facts, sizes) = match tile_lang::check::find_kernel(&src.ast, &name) {
+            Some(def) => a.launch.facts(def)?,
+            None => (Vec::new(), Sizes::default()),
+        };
         let req = tile_driver::Request {
             pins: pins.clone(),
             config: match a.config {
-                ConfigArg::Model => tile_driver::ConfigSource::Model(None),
+                // Planned for the sizes given, else for the file's largest bench case; always
+                // with the facts the code is compiled with.
+                ConfigArg::Model if sizes.is_empty() => tile_driver::ConfigSource::Model(tile_driver::Planned::File),
+                ConfigArg::Model => tile_driver::ConfigSource::Model(tile_driver::Planned::Launch { grid: None }),
                 ConfigArg::Defaults => tile_driver::ConfigSource::Defaults,
             },
             rewrite: rewrite.clone(),
+            specialization: facts.clone(),
+            sizes,
             ..tile_driver::Request::new(&name, target.clone())
         };
         // The front half (configuration, IR, rewrite), printed before anything can fail later.
@@ -727,7 +757,7 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             target: target.clone(),
             num_warps: c.config.num_warps,
             num_stages: c.config.num_stages,
-            specialization: specialization(&c.ir, a.assume_aligned, &a.args)?,
+            specialization: facts,
             debug: a.debug,
         };
         if emit.contains(&Stage::Gir) {
@@ -1058,6 +1088,8 @@ fn case_kernel(
             ..Default::default()
         },
         rewrite: rewrite.cloned(),
+        // Computed compile-time values (`const BLOCK: i32 = next_pow2(n)`) follow the case.
+        sizes: spec::case_sizes(s, case),
         ..tile_driver::Request::new(&s.kernel, target)
     };
     tile_driver::compile(src, &req, tile_driver::Stage::Rewrite).map_err(|e| src.render(&e))
@@ -1083,6 +1115,8 @@ fn run_case(
     let compiled = case_kernel(src, s, case, opts.gpu, opts.rewrite.as_ref())?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed).map_err(|d| render(vec![d]))?;
+    // A case the kernel's `#[requires(..)]` refuses is the run spec's mistake: run nothing.
+    spec::check_launch_requirements(&src.ast, kernel, &p.args).map_err(|d| render(vec![d]))?;
     // A reference reads the sizes, constants and buffers it expects by name; a run spec that names
     // them otherwise is the run spec's mistake, reported as the case's error (`spec::RefError`).
     let expected = match reference {

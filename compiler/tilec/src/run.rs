@@ -86,6 +86,8 @@ pub fn run_file(
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed(&s.kernel, index))
         .map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
+    spec::check_launch_requirements(&src.ast, kernel, &p.args)
+        .map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
     // Each input as (buffer name, where it comes from).
     enum From {
         Npy(PathBuf),

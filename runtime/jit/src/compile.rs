@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use tile_driver::{ArgSpec, CompileOptions, ConfigSource, DriverError, Pins, Request, Stage, Target};
-use tile_lang::check::Bindings;
+use tile_driver::{ArgSpec, CompileOptions, ConfigSource, DriverError, Pins, Planned, Request, Stage, Target};
+use tile_lang::check::{Bindings, Sizes};
 use tile_lang::diag;
 use tile_lang::ir::{self, ConstValue};
 
@@ -44,6 +44,10 @@ pub enum JitError {
     },
     #[error("kernel `{kernel}`: {message}")]
     Config { kernel: String, message: String },
+    /// The launch breaks one of the kernel's `#[requires(..)]` clauses (rendered with the
+    /// clause's line and the values it read).
+    #[error("kernel `{kernel}`: {rendered}")]
+    Requires { kernel: String, rendered: String },
     /// The kernel's `#[grid(..)]` could not give a launch grid (or it has none).
     #[error("kernel `{kernel}`: {message}")]
     Grid { kernel: String, message: String },
@@ -143,6 +147,11 @@ pub(crate) struct Plan {
     pub params: Vec<ParamSig>,
     /// The kernel's `#[grid(..)]` extents (empty without one), checked by the checker.
     pub grid: Vec<tile_lang::syntax::ast::Expr>,
+    /// The kernel's `#[requires(..)]` clauses, checked at every launch.
+    pub requires: Vec<tile_lang::check::launch::Requirement>,
+    /// The parameters (by index) that computed compile-time values read: their exact values
+    /// select the plan, as a launch's buckets do.
+    pub computed_reads: Vec<usize>,
     pub num_warps: u32,
     pub num_stages: u32,
     pub target: Target,
@@ -202,6 +211,10 @@ pub(crate) fn plan_key(
     )
 }
 
+/// The plan a handle makes without knowing its launches (what `JitKernel::consts` reports):
+/// unbound compile-time values, warps and stages are the tuner's cached winner on this GPU when
+/// there is one, else the static model's choice for the file's largest bench case (as `tilec
+/// compile` makes it) with what launches typically satisfy, or `facts` when given.
 pub(crate) fn plan(
     program: &Program,
     name: &str,
@@ -210,10 +223,18 @@ pub(crate) fn plan(
     target: &Target,
     tuned: Option<&TunedOn<'_>>,
 ) -> Result<Plan, JitError> {
-    // The driver's pipeline up to the tile IR: unbound compile-time values, warps and stages
-    // are the tuner's cached winner on this GPU when there is one, else the static model's
-    // choice (as `tilec compile` makes it).
-    let src = program.source(name)?;
+    plan_with_facts(program, name, bindings, num_warps, target, tuned, Vec::new())
+}
+
+fn plan_with_facts(
+    program: &Program,
+    name: &str,
+    bindings: &Bindings,
+    num_warps: Option<u32>,
+    target: &Target,
+    tuned: Option<&TunedOn<'_>>,
+    facts: Vec<ArgSpec>,
+) -> Result<Plan, JitError> {
     let pins = Pins {
         consts: bindings.clone(),
         num_warps,
@@ -231,10 +252,119 @@ pub(crate) fn plan(
     });
     let req = Request {
         pins,
-        config: winner.map_or(ConfigSource::Model(None), ConfigSource::Given),
+        config: winner.map_or(ConfigSource::Model(Planned::File), ConfigSource::Given),
+        specialization: facts,
         ..Request::new(name, target.clone())
     };
-    let c = tile_driver::compile(src, &req, Stage::Ir).map_err(|e| program.driver_error(name, e))?;
+    make_plan(program, name, &req)
+}
+
+/// The plan for a launch with integer arguments `sizes` (bucketed by the caller) whose
+/// arguments satisfy `facts`: the tuner's winner for that bucket on this GPU when there is one,
+/// else the plan the disk cache kept for it, else the static model's choice for it (kept).
+pub(crate) fn plan_for_launch(
+    program: &Program,
+    name: &str,
+    pins: &Pins,
+    target: &Target,
+    sizes: Sizes,
+    facts: Vec<ArgSpec>,
+    tuned: Option<&TunedOn<'_>>,
+) -> Result<Plan, JitError> {
+    let winner = tuned.and_then(|t| {
+        crate::tune::cached_winner_for(
+            &program.text,
+            name,
+            pins,
+            &sizes,
+            (t.gpu_name, t.compute_capability),
+            target,
+            t.cache_dir,
+        )
+    });
+    // A plan the model made for this bucket in an earlier process.
+    let kept_key = tuned.map(|t| {
+        (
+            crate::tune::TuneCache::new(t.cache_dir),
+            crate::tune::model_plan_key(&program.text, name, pins, &sizes, &facts, target),
+        )
+    });
+    let kept = match (&winner, &kept_key) {
+        (None, Some((cache, key))) => match cache.load(key) {
+            crate::tune::TuneLookup::Hit(e) => Some(e.config),
+            _ => None,
+        },
+        _ => None,
+    };
+    let modelled = winner.is_none() && kept.is_none();
+    let req = Request {
+        pins: pins.clone(),
+        config: match winner.or(kept) {
+            Some(c) => ConfigSource::Given(c),
+            None => ConfigSource::Model(Planned::Launch { grid: None }),
+        },
+        specialization: facts,
+        sizes: sizes.clone(),
+        ..Request::new(name, target.clone())
+    };
+    let (plan, config) = make_plan_config(program, name, &req)?;
+    if modelled && let Some((cache, key)) = &kept_key {
+        // Best effort: a plan that is not kept is made again by the next process.
+        let _ = cache.store(
+            key,
+            &crate::tune::TuneEntry {
+                kernel: name.to_string(),
+                config,
+                median_ms: 0.0,
+                gpu: String::new(),
+                bucket: sizes.to_string(),
+            },
+        );
+    }
+    Ok(plan)
+}
+
+/// The plan of a launch whose tunable values, warps and stages are `fixed` (a handle's plan,
+/// for a launch on a grid of the caller's) and whose computed compile-time values follow
+/// `sizes`.
+pub(crate) fn plan_fixed(
+    program: &Program,
+    name: &str,
+    fixed: &Plan,
+    target: &Target,
+    sizes: Sizes,
+) -> Result<Plan, JitError> {
+    let src = program.source(name)?;
+    let computed =
+        tile_lang::check::find_kernel(&src.ast, name).map_or_else(Vec::new, tile_lang::check::launch::computed_names);
+    let config = tile_driver::Config {
+        consts: fixed
+            .kernel
+            .consts
+            .iter()
+            .filter(|(n, _)| !computed.contains(n))
+            .cloned()
+            .collect(),
+        num_warps: fixed.num_warps,
+        num_stages: fixed.num_stages,
+    };
+    let req = Request {
+        config: ConfigSource::Given(config),
+        sizes,
+        ..Request::new(name, target.clone())
+    };
+    Ok(make_plan(program, name, &req)?.with_debug(fixed.debug))
+}
+
+fn make_plan(program: &Program, name: &str, req: &Request) -> Result<Plan, JitError> {
+    make_plan_config(program, name, req).map(|(p, _)| p)
+}
+
+/// The driver's pipeline up to the tile IR for `req`, as a plan (and the configuration chosen).
+fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Plan, tile_driver::Config), JitError> {
+    let src = program.source(name)?;
+    let target = &req.target;
+    let c = tile_driver::compile(src, req, Stage::Ir).map_err(|e| program.driver_error(name, e))?;
     let (kernel, config) = (c.ir, c.config);
     let params: Vec<ParamSig> = kernel
         .params
@@ -268,19 +398,37 @@ pub(crate) fn plan(
             llvm_version: cache::LLVM_VERSION,
         },
     );
-    let grid = tile_lang::check::find_kernel(&src.ast, name)
+    let def = tile_lang::check::find_kernel(&src.ast, name);
+    let grid = def
         .and_then(|def| def.attrs.iter().find(|a| a.name.name == "grid"))
         .map_or_else(Vec::new, |a| a.args.clone());
-    Ok(Plan {
-        kernel,
-        params,
-        grid,
-        num_warps: config.num_warps,
-        num_stages: config.num_stages,
-        target: target.clone(),
-        base_key,
-        debug: false,
-    })
+    let requires = def.map_or_else(Vec::new, tile_lang::check::launch::requirements);
+    let computed_reads = def.map_or_else(Vec::new, |def| {
+        kernel
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| tile_lang::check::launch::computed_read(def, &p.name))
+            .map(|(i, _)| i)
+            .collect()
+    });
+    let num_warps = config.num_warps;
+    let num_stages = config.num_stages;
+    Ok((
+        Plan {
+            kernel,
+            params,
+            grid,
+            requires,
+            computed_reads,
+            num_warps,
+            num_stages,
+            target: target.clone(),
+            base_key,
+            debug: false,
+        },
+        config,
+    ))
 }
 
 /// How a specialisation was obtained.
@@ -354,8 +502,29 @@ pub fn jit_ptx(
     spec: &[ArgSpec],
 ) -> Result<String, JitError> {
     let program = Program::load(source)?;
-    let plan = plan(&program, name, &to_bindings(bindings), opts.num_warps, target, None)?.with_debug(opts.debug);
+    let facts = compile_facts(&program, name, spec)?;
+    let plan = plan_with_facts(
+        &program,
+        name,
+        &to_bindings(bindings),
+        opts.num_warps,
+        target,
+        None,
+        facts,
+    )?
+    .with_debug(opts.debug);
     Ok(build(&plan, spec, None, None)?.1.ptx)
+}
+
+/// What a compile with specialisation `spec` (one per parameter, or empty: nothing assumed)
+/// tells the model: one fact per parameter of kernel `name`.
+fn compile_facts(program: &Program, name: &str, spec: &[ArgSpec]) -> Result<Vec<ArgSpec>, JitError> {
+    if !spec.is_empty() {
+        return Ok(spec.to_vec());
+    }
+    let src = program.source(name)?;
+    Ok(tile_lang::check::find_kernel(&src.ast, name)
+        .map_or_else(Vec::new, |def| vec![ArgSpec::default(); def.params.len()]))
 }
 
 /// The back half for `plan` specialised as `spec` (to a cubin too when `ptxas` is given).
@@ -433,13 +602,15 @@ pub fn jit_snapshot(
         None
     };
     let program = Program::load(source)?;
-    let plan = plan(
+    let facts = compile_facts(&program, name, &opts.specialization)?;
+    let plan = plan_with_facts(
         &program,
         name,
         &to_bindings(bindings),
         opts.kernel.num_warps,
         &opts.target,
         None,
+        facts,
     )?
     .with_debug(opts.kernel.debug);
     let lowered = lower_plan(&plan, &opts.specialization, ptxas.as_deref())?;
@@ -802,12 +973,14 @@ mod tests {
             pins: Pins::default(),
             problem: Problem::Case { spec: &specs[0], case },
         };
-        let (_, key_pins) = tune::plan_choice(&req, &target()).unwrap();
+        let (choice, _) = tune::plan_choice(&req, &target()).unwrap();
+        let file = tile_lang::syntax::parse(VECTOR_ADD).unwrap();
+        let resolved = &choice.best().kernel.as_ref().unwrap().consts;
         let key = tune::tune_key(&TuneKeyParts {
             source: VECTOR_ADD,
             kernel: "vector_add",
-            pins: &key_pins,
-            bucket: &tune::shape_bucket(&case.sizes),
+            pins: &tune::key_pins(&file, "vector_add", resolved, &Pins::default()),
+            bucket: &tune::problem_bucket(&req.problem).0,
             gpu_name: gpu.0,
             compute_capability: gpu.1,
             target_sm: target().sm,
@@ -859,5 +1032,162 @@ mod tests {
         )
         .unwrap();
         assert_eq!(bound.kernel.consts, block(1024));
+    }
+
+    const ROW_SCALE: &str = "#[grid(n_rows)]\n\
+        #[requires(n_cols <= BLOCK)]\n\
+        kernel row_scale<const BLOCK: i32 = next_pow2(n_cols), const R: i32 in [1, 2]>(x: *f32, out: *mut f32, n_rows: i32, n_cols: i32) {\n\
+            let cols = arange(0, BLOCK);\n\
+            let mask = cols < n_cols;\n\
+            let row = program_id(0) * n_cols;\n\
+            let v = load(x + row + cols, mask, other: 0.0);\n\
+            store(out + row + cols, v * 2.0, mask);\n\
+        }\n";
+
+    fn row_scale() -> Program {
+        Program::load(Source::Text {
+            name: "row_scale.tile".into(),
+            text: ROW_SCALE.into(),
+        })
+        .unwrap()
+    }
+
+    fn sizes(rows: i64, cols: i64) -> Sizes {
+        Sizes(vec![("n_rows".into(), rows), ("n_cols".into(), cols)])
+    }
+
+    fn facts() -> Vec<ArgSpec> {
+        vec![
+            ArgSpec::of_ptr(0),
+            ArgSpec::of_ptr(0),
+            ArgSpec::of_int(4096),
+            ArgSpec::of_int(1000),
+        ]
+    }
+
+    fn value(p: &Plan, name: &str) -> Option<ConstValue> {
+        p.kernel.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    /// A launch's plan follows its sizes: the computed block follows the row, warps follow the
+    /// work, and the parameter the computed value reads is known to the plan.
+    #[test]
+    fn plans_follow_the_launch() {
+        let plan = |rows, cols| {
+            plan_for_launch(
+                &row_scale(),
+                "row_scale",
+                &Pins::default(),
+                &target(),
+                sizes(rows, cols),
+                facts(),
+                None,
+            )
+            .unwrap()
+        };
+        let (small, large) = (plan(4096, 1000), plan(4096, 30000));
+        assert_eq!(value(&small, "BLOCK"), Some(ConstValue::Int(1024)));
+        assert_eq!(value(&large, "BLOCK"), Some(ConstValue::Int(32768)));
+        assert!(
+            large.num_warps >= small.num_warps,
+            "{} < {}",
+            large.num_warps,
+            small.num_warps
+        );
+        assert_ne!(small.base_key, large.base_key);
+        assert_eq!(small.computed_reads, vec![3]);
+        assert_eq!(small.requires.len(), 1);
+        // The handle's own plan, without sizes: every integer counts as 4096.
+        let fixed = plan_with_facts(&row_scale(), "row_scale", &vec![], None, &target(), None, Vec::new()).unwrap();
+        assert_eq!(value(&fixed, "BLOCK"), Some(ConstValue::Int(4096)));
+        // A launch on the caller's grid keeps the handle's choices, its block computed anew.
+        let kept = plan_fixed(
+            &row_scale(),
+            "row_scale",
+            &fixed,
+            &target(),
+            Sizes(vec![("n_cols".into(), 100)]),
+        )
+        .unwrap();
+        assert_eq!(value(&kept, "BLOCK"), Some(ConstValue::Int(128)));
+        assert_eq!(
+            (kept.num_warps, value(&kept, "R")),
+            (fixed.num_warps, value(&fixed, "R"))
+        );
+    }
+
+    /// The model's plan for a bucket is kept in the cache directory and read back by the next
+    /// process; a tuned winner for that bucket on this GPU replaces it.
+    #[test]
+    fn a_bucket_plan_is_kept_and_a_tuned_winner_wins() {
+        let dir = TempDir::new("bucket-plan");
+        let on = TunedOn {
+            gpu_name: "Test GPU",
+            compute_capability: (9, 0),
+            cache_dir: &dir.0,
+        };
+        let pins = Pins::default();
+        let first = plan_for_launch(
+            &row_scale(),
+            "row_scale",
+            &pins,
+            &target(),
+            sizes(64, 1024),
+            facts(),
+            Some(&on),
+        )
+        .unwrap();
+        let key = crate::tune::model_plan_key(ROW_SCALE, "row_scale", &pins, &sizes(64, 1024), &facts(), &target());
+        let kept = match crate::tune::TuneCache::new(&dir.0).load(&key) {
+            crate::tune::TuneLookup::Hit(e) => e.config,
+            other => panic!("no plan kept: {other:?}"),
+        };
+        assert_eq!(
+            (kept.num_warps, kept.consts.clone()),
+            (first.num_warps, first.kernel.consts.clone())
+        );
+        // A winner `tilec tune` stored for the bucket (4 warps if the model chose otherwise).
+        let warps = if first.num_warps == 4 { 2 } else { 4 };
+        let file = tile_lang::syntax::parse(ROW_SCALE).unwrap();
+        let tkey = crate::tune::tune_key(&crate::tune::TuneKeyParts {
+            source: ROW_SCALE,
+            kernel: "row_scale",
+            pins: &crate::tune::key_pins(&file, "row_scale", &first.kernel.consts, &pins),
+            bucket: &sizes(64, 1024).0,
+            gpu_name: "Test GPU",
+            compute_capability: (9, 0),
+            target_sm: target().sm,
+            compiler_version: cache::COMPILER_VERSION,
+        });
+        let winner = tile_driver::Config {
+            consts: vec![("R".into(), ConstValue::Int(2))],
+            num_warps: warps,
+            num_stages: 1,
+        };
+        crate::tune::TuneCache::new(&dir.0)
+            .store(
+                &tkey,
+                &crate::tune::TuneEntry {
+                    kernel: "row_scale".into(),
+                    config: winner,
+                    median_ms: 1.0,
+                    gpu: "Test GPU (9.0)".into(),
+                    bucket: String::new(),
+                },
+            )
+            .unwrap();
+        let tuned = plan_for_launch(
+            &row_scale(),
+            "row_scale",
+            &pins,
+            &target(),
+            sizes(64, 1024),
+            facts(),
+            Some(&on),
+        )
+        .unwrap();
+        assert_eq!(tuned.num_warps, warps);
+        assert_eq!(value(&tuned, "R"), Some(ConstValue::Int(2)));
+        assert_eq!(value(&tuned, "BLOCK"), Some(ConstValue::Int(1024)));
     }
 }

@@ -178,9 +178,10 @@ impl JitGraph {
             return Err(empty_grid(&n.kernel, g));
         }
         n.kernel.check_grid(g)?;
-        let loaded = n.kernel.specialization(args)?;
+        let spec = n.kernel.specialization(args, g)?;
+        let loaded = &spec.loaded;
         let (gn, graph) = (n.node, &mut self.graph);
-        n.kernel.with_params(&loaded, args, |params| {
+        n.kernel.with_params(loaded, args, |params| {
             // SAFETY: checked arguments, as for a launch; the memory they point into is kept
             // alive by this graph from here on.
             unsafe { graph.set_kernel_params(gn, &loaded.func, g, loaded.threads_per_block, loaded.smem_bytes, params) }

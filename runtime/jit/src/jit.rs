@@ -239,7 +239,13 @@ impl Jit {
             .entry(pk)
             .or_insert_with(|| {
                 Arc::new(KernelInner {
-                    plan,
+                    plan: Arc::new(plan),
+                    pins: tile_driver::Pins {
+                        consts: bindings,
+                        num_warps: opts.num_warps,
+                        num_stages: None,
+                    },
+                    plans: Mutex::new(HashMap::new()),
                     specs: Specs::default(),
                 })
             })
@@ -276,31 +282,116 @@ impl Jit {
 }
 
 struct KernelInner {
-    plan: Plan,
+    /// The plan made without the launch's sizes (`JitKernel::consts`): a kernel without
+    /// `#[grid(..)]`, or launched on a grid of the caller's that its launch's own plan does not
+    /// give, keeps its tunable values, warps and stages.
+    plan: Arc<Plan>,
+    /// What the handle was asked for: its bindings and warps, which every plan honours.
+    pins: tile_driver::Pins,
+    /// Plans by launch key ([`LaunchKey`]) and specialisation tags, made on first use.
+    plans: Mutex<HashMap<(Box<[i64]>, u128), Arc<Plan>>>,
     specs: Specs,
+}
+
+/// What selects a launch's plan, besides the specialisation tags: whether the plan follows the
+/// launch (1: the kernel has `#[grid(..)]`, and then each integer argument's bucket follows) or
+/// keeps the handle's tunable values (0), then the exact value of every parameter a computed
+/// compile-time value reads. Built on the stack: the launch path allocates nothing.
+struct LaunchKey {
+    words: [i64; LaunchKey::MAX],
+    len: usize,
+}
+
+impl LaunchKey {
+    const MAX: usize = 1 + 2 * MAX_PARAMS;
+
+    fn new(plan: &Plan, args: &[Arg<'_>], follows_launch: bool) -> LaunchKey {
+        let mut k = LaunchKey {
+            words: [0; LaunchKey::MAX],
+            len: 0,
+        };
+        k.push(follows_launch as i64);
+        if follows_launch {
+            for (p, a) in plan.params.iter().zip(args) {
+                if is_int_param(p) {
+                    k.push(tile_lang::check::launch::bucket(args::int_arg(a).unwrap_or(0)));
+                }
+            }
+        }
+        for &i in &plan.computed_reads {
+            k.push(args.get(i).and_then(args::int_arg).unwrap_or(0));
+        }
+        k
+    }
+
+    fn push(&mut self, w: i64) {
+        if self.len < LaunchKey::MAX {
+            self.words[self.len] = w;
+            self.len += 1;
+        }
+    }
+
+    fn words(&self) -> &[i64] {
+        &self.words[..self.len]
+    }
+
+    fn follows_launch(&self) -> bool {
+        self.words[0] == 1
+    }
+
+    /// FNV-1a over the words: the slots' first comparison.
+    fn fingerprint(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for w in self.words() {
+            for b in w.to_le_bytes() {
+                h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+fn is_int_param(p: &ParamSig) -> bool {
+    p.elem.dtype().is_some_and(|d| d.is_int()) && !p.elem.is_ptr()
 }
 
 /// How many specialisations a handle finds without taking a lock.
 const SLOTS: usize = 16;
 
-/// A handle's loaded specialisations by packed tags: the first [`SLOTS`] in slots that are
-/// written once and never cleared (a lookup is one atomic load per slot, no lock, no reference
-/// count), the rest in a list behind a lock.
+/// A loaded specialisation with the plan it was compiled from and the launch key and tags
+/// that select it.
+pub(crate) struct SpecEntry {
+    fingerprint: u64,
+    tag: u128,
+    key: Box<[i64]>,
+    pub(crate) plan: Arc<Plan>,
+    pub(crate) loaded: Arc<Loaded>,
+}
+
+impl SpecEntry {
+    fn is(&self, fingerprint: u64, tag: u128, key: &[i64]) -> bool {
+        self.fingerprint == fingerprint && self.tag == tag && *self.key == *key
+    }
+}
+
+/// A handle's loaded specialisations by launch key and tags: the first [`SLOTS`] in slots
+/// that are written once and never cleared (a lookup is one atomic load per slot, no lock, no
+/// reference count), the rest in a list behind a lock.
 #[derive(Default)]
 struct Specs {
-    slots: [OnceLock<(u128, Arc<Loaded>)>; SLOTS],
-    more: Mutex<Vec<(u128, Arc<Loaded>)>>,
+    slots: [OnceLock<Arc<SpecEntry>>; SLOTS],
+    more: Mutex<Vec<Arc<SpecEntry>>>,
 }
 
 /// A loaded specialisation found for a launch: borrowed from a slot, or shared from the list.
 pub(crate) enum Spec<'a> {
-    Slot(&'a Arc<Loaded>),
-    Shared(Arc<Loaded>),
+    Slot(&'a Arc<SpecEntry>),
+    Shared(Arc<SpecEntry>),
 }
 
 impl std::ops::Deref for Spec<'_> {
-    type Target = Loaded;
-    fn deref(&self) -> &Loaded {
+    type Target = SpecEntry;
+    fn deref(&self) -> &SpecEntry {
         match self {
             Spec::Slot(l) => l,
             Spec::Shared(l) => l,
@@ -308,20 +399,12 @@ impl std::ops::Deref for Spec<'_> {
     }
 }
 
-impl Spec<'_> {
-    fn to_arc(&self) -> Arc<Loaded> {
-        match self {
-            Spec::Slot(l) => Arc::clone(l),
-            Spec::Shared(l) => l.clone(),
-        }
-    }
-}
-
 impl Specs {
-    fn find(&self, tag: u128) -> Option<Spec<'_>> {
+    fn find(&self, key: &LaunchKey, tag: u128) -> Option<Spec<'_>> {
+        let (fp, words) = (key.fingerprint(), key.words());
         for s in &self.slots {
             match s.get() {
-                Some((t, l)) if *t == tag => return Some(Spec::Slot(l)),
+                Some(e) if e.is(fp, tag, words) => return Some(Spec::Slot(e)),
                 Some(_) => {}
                 // Slots fill in order: past the first empty one there is nothing.
                 None => return None,
@@ -329,25 +412,35 @@ impl Specs {
         }
         lock(&self.more)
             .iter()
-            .find(|(t, _)| *t == tag)
-            .map(|(_, l)| Spec::Shared(l.clone()))
+            .find(|e| e.is(fp, tag, words))
+            .map(|e| Spec::Shared(e.clone()))
     }
 
-    /// Keeps `loaded` for `tag` (or what another thread kept for it meanwhile).
-    fn insert(&self, tag: u128, loaded: Arc<Loaded>) -> Spec<'_> {
+    /// Keeps `entry` (or what another thread kept for its key meanwhile).
+    fn insert(&self, entry: SpecEntry) -> Spec<'_> {
+        let entry = Arc::new(entry);
         for s in &self.slots {
-            let (t, l) = s.get_or_init(|| (tag, loaded.clone()));
-            if *t == tag {
-                return Spec::Slot(l);
+            let e = s.get_or_init(|| entry.clone());
+            if e.is(entry.fingerprint, entry.tag, &entry.key) {
+                return Spec::Slot(e);
             }
         }
         let mut more = lock(&self.more);
-        if let Some((_, l)) = more.iter().find(|(t, _)| *t == tag) {
-            return Spec::Shared(l.clone());
+        if let Some(e) = more.iter().find(|e| e.is(entry.fingerprint, entry.tag, &entry.key)) {
+            return Spec::Shared(e.clone());
         }
-        more.push((tag, loaded.clone()));
-        Spec::Shared(loaded)
+        more.push(entry.clone());
+        Spec::Shared(entry)
     }
+}
+
+/// The plan a launch runs with, as [`JitKernel::plan_for`] reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchPlan {
+    /// Every compile-time value (bound, chosen, computed from the launch).
+    pub consts: Vec<(String, ConstValue)>,
+    pub num_warps: u32,
+    pub num_stages: u32,
 }
 
 /// One kernel of a [`Jit`] with its compile-time parameters bound. Cheap to clone; launches
@@ -451,19 +544,39 @@ impl JitKernel {
         &self.inner.plan.params
     }
 
+    /// Warps of the handle's plan (made without the launch's sizes; see [`JitKernel::consts`]).
     pub fn num_warps(&self) -> u32 {
         self.inner.plan.num_warps
     }
 
+    /// Stages of the handle's plan (see [`JitKernel::consts`]).
     pub fn num_stages(&self) -> u32 {
         self.inner.plan.num_stages
     }
 
-    /// Every compile-time value the kernel was compiled with: the bindings given, and for the
-    /// rest the tuner's cached winner on this GPU if `tilec tune` or `tilec bench` left one in
-    /// the cache directory, else the static model's choice (read `BLOCK` here to size the grid).
+    /// The compile-time values of the handle's plan, made without the launch's sizes: the
+    /// bindings given, and for the rest the tuner's cached winner on this GPU if `tilec tune` or
+    /// `tilec bench` left one in the cache directory, else the static model's choice for the
+    /// file's largest bench case (computed values as for integer arguments of 4096). A launch
+    /// of a kernel with `#[grid(..)]` runs the plan made for its own sizes instead
+    /// ([`JitKernel::plan_for`]); a launch of a kernel without one keeps these values, its
+    /// computed values evaluated with its arguments. Read `BLOCK` here to size the grid of a
+    /// kernel without `#[grid(..)]`.
     pub fn consts(&self) -> &[(String, ConstValue)] {
         &self.inner.plan.kernel.consts
+    }
+
+    /// The plan a launch with `args` (checked first) runs: for a kernel with `#[grid(..)]`, the
+    /// one made for the bucket of its integer arguments (each rounded up to a power of two),
+    /// else the handle's with its computed values evaluated for `args`. Plans nothing twice.
+    pub fn plan_for(&self, args: &[Arg<'_>]) -> Result<LaunchPlan, JitError> {
+        self.check(args)?;
+        let plan = self.plan_of(args, None)?;
+        Ok(LaunchPlan {
+            consts: plan.kernel.consts.clone(),
+            num_warps: plan.num_warps,
+            num_stages: plan.num_stages,
+        })
     }
 
     /// Checks `args` against the signature without launching.
@@ -471,25 +584,27 @@ impl JitKernel {
         args::check_args(self.name(), self.params(), args)
     }
 
-    /// Whether the kernel declares its launch grid (`#[grid(..)]`).
+    /// Whether the kernel declares its launch grid (`#[grid(..)]`), and so is planned for each
+    /// launch's sizes.
     pub fn has_grid(&self) -> bool {
         !self.inner.plan.grid.is_empty()
     }
 
-    /// The launch grid the kernel's `#[grid(..)]` gives for `args` (checked first): its
-    /// expressions evaluated with the bound constants and the integer scalar arguments. An
-    /// extent past the hardware's limit (2^31 - 1 for x, 65535 for y and z) or negative is an
-    /// error pointing at the expression.
+    /// The launch grid the kernel's `#[grid(..)]` gives for `args` (checked first) under the
+    /// plan made for them: its expressions evaluated with the plan's constants and the integer
+    /// scalar arguments. An extent past the hardware's limit (2^31 - 1 for x, 65535 for y and z)
+    /// or negative is an error pointing at the expression.
     pub fn grid_for(&self, args: &[Arg<'_>]) -> Result<Grid, JitError> {
         self.check(args)?;
-        grid_of(&self.inner.plan, &self.jit.program, args)
+        let plan = self.plan_of(args, None)?;
+        grid_of(&plan, &self.jit.program, args)
     }
 
     /// Checks `args`, then compiles (or fetches from a cache) and loads the specialisation they
     /// select, without launching: a way to take the compile out of the first launch.
     pub fn prepare(&self, args: &[Arg<'_>]) -> Result<LoadedKernel, JitError> {
         self.check(args)?;
-        self.specialization(args).map(|s| LoadedKernel(s.to_arc()))
+        self.resolve(args, None).map(|s| LoadedKernel(s.loaded.clone()))
     }
 
     /// Launches on `grid` programs and waits for the kernel to finish.
@@ -520,11 +635,35 @@ impl JitKernel {
             return Ok(());
         }
         self.check_grid(grid)?;
-        let loaded = self.specialization(args)?;
+        let spec = self.resolve(args, Some(grid))?;
+        self.enqueue(stream, &spec.loaded, grid, args)
+    }
+
+    /// Enqueues a launch on `stream` on the grid the kernel's `#[grid(..)]` gives for `args`
+    /// under the plan made for them: one lookup for the plan and the grid (what the typed
+    /// launchers call). A kernel without `#[grid(..)]` is an error.
+    pub fn launch_planned_on(&self, stream: &Stream, args: &[Arg<'_>]) -> Result<(), JitError> {
+        self.check(args)?;
+        let spec = self.resolve(args, None)?;
+        let Grid(grid) = grid_of(&spec.plan, &self.jit.program, args)?;
+        if grid.contains(&0) {
+            return Ok(());
+        }
+        self.check_grid(grid)?;
+        self.enqueue(stream, &spec.loaded, grid, args)
+    }
+
+    /// [`JitKernel::launch_planned_on`] on the default stream, waiting for the kernel.
+    pub fn launch_planned(&self, args: &[Arg<'_>]) -> Result<(), JitError> {
+        self.launch_planned_on(self.jit.gpu.stream(), args)?;
+        Ok(self.jit.gpu.synchronize()?)
+    }
+
+    fn enqueue(&self, stream: &Stream, loaded: &Loaded, grid: [u32; 3], args: &[Arg<'_>]) -> Result<(), JitError> {
         for o in args.iter().filter_map(|a| a.owner) {
             o.used_on(stream);
         }
-        self.with_params(&loaded, args, |params| {
+        self.with_params(loaded, args, |params| {
             // SAFETY: the arguments were checked against the kernel's signature: one value per
             // parameter, each as wide as the parameter or wider (the driver reads the parameter's
             // width from the slot's start: the low bytes on a little-endian host); device
@@ -589,27 +728,157 @@ impl JitKernel {
         Ok(f(ptrs))
     }
 
-    /// The loaded specialisation for checked `args`: from this handle's list, the JIT's map,
-    /// the disk cache, or a fresh compile, in that order.
-    pub(crate) fn specialization(&self, args: &[Arg<'_>]) -> Result<Spec<'_>, JitError> {
+    /// The plan and loaded specialisation for checked `args` launched on `grid` (`None`: the
+    /// grid the plan's `#[grid(..)]` gives): from this handle's slots, else planned (or found
+    /// planned) and loaded from the JIT's map, the disk cache, or a fresh compile, in that
+    /// order. A kernel with `#[grid(..)]` runs the plan made for the launch's buckets, unless the
+    /// caller's grid is not the one that plan gives (a grid sized from [`JitKernel::consts`]):
+    /// then the handle's plan. The launch must satisfy the kernel's `#[requires(..)]`.
+    pub(crate) fn resolve(&self, args: &[Arg<'_>], grid: Option<[u32; 3]>) -> Result<Spec<'_>, JitError> {
+        let base = &self.inner.plan;
         let tag = args::spec_key(args);
-        if let Some(l) = self.inner.specs.find(tag) {
-            return Ok(l);
+        let shaped = !base.grid.is_empty();
+        let mut spec = self.find_or_load(&LaunchKey::new(base, args, shaped), tag, args)?;
+        if shaped
+            && let Some(g) = grid
+            && grid_of(&spec.plan, &self.jit.program, args)?.0 != g
+        {
+            spec = self.find_or_load(&LaunchKey::new(base, args, false), tag, args)?;
         }
+        self.check_requires(&spec.plan, args)?;
+        Ok(spec)
+    }
+
+    /// The loaded specialisation for checked `args` with a graph node's grid (graphs update
+    /// nodes through it).
+    pub(crate) fn specialization(&self, args: &[Arg<'_>], grid: [u32; 3]) -> Result<Spec<'_>, JitError> {
+        self.resolve(args, Some(grid))
+    }
+
+    /// The plan of a launch with `args` on `grid` (`None`: its own), without loading anything.
+    fn plan_of(&self, args: &[Arg<'_>], grid: Option<[u32; 3]>) -> Result<Arc<Plan>, JitError> {
+        let base = &self.inner.plan;
+        let tag = args::spec_key(args);
+        let shaped = !base.grid.is_empty();
+        let mut plan = self.plan_for_key(&LaunchKey::new(base, args, shaped), tag, args)?;
+        if shaped
+            && let Some(g) = grid
+            && grid_of(&plan, &self.jit.program, args)?.0 != g
+        {
+            plan = self.plan_for_key(&LaunchKey::new(base, args, false), tag, args)?;
+        }
+        self.check_requires(&plan, args)?;
+        Ok(plan)
+    }
+
+    /// The kernel's `#[requires(..)]` clauses under `plan`'s constants and `args`.
+    fn check_requires(&self, plan: &Plan, args: &[Arg<'_>]) -> Result<(), JitError> {
+        if plan.requires.is_empty() {
+            return Ok(());
+        }
+        let int_arg = |name: &str| {
+            plan.params
+                .iter()
+                .zip(args)
+                .find(|(p, _)| p.name == name)
+                .and_then(|(_, a)| args::int_arg(a))
+        };
+        tile_lang::check::launch::check_requirements(&plan.requires, &plan.kernel.consts, &int_arg).map_err(|d| {
+            let program = &self.jit.program;
+            JitError::Requires {
+                kernel: plan.kernel.name.clone(),
+                rendered: tile_lang::diag::render(&program.name, &program.text, &[d])
+                    .trim_end()
+                    .to_string(),
+            }
+        })
+    }
+
+    fn find_or_load(&self, key: &LaunchKey, tag: u128, args: &[Arg<'_>]) -> Result<Spec<'_>, JitError> {
+        if let Some(s) = self.inner.specs.find(key, tag) {
+            return Ok(s);
+        }
+        let plan = self.plan_for_key(key, tag, args)?;
         let spec: Vec<ArgSpec> = args.iter().map(args::arg_spec).collect();
-        let loaded = self.load(&spec)?;
-        Ok(self.inner.specs.insert(tag, loaded))
+        let loaded = self.load(&plan, &spec)?;
+        Ok(self.inner.specs.insert(SpecEntry {
+            fingerprint: key.fingerprint(),
+            tag,
+            key: key.words().into(),
+            plan,
+            loaded,
+        }))
+    }
+
+    /// The plan for a launch key: the handle's own when nothing is computed from the launch
+    /// and the plan does not follow it, else planned once per key and tags (no lock held while
+    /// planning).
+    fn plan_for_key(&self, key: &LaunchKey, tag: u128, args: &[Arg<'_>]) -> Result<Arc<Plan>, JitError> {
+        let base = &self.inner.plan;
+        if key.words() == [0] {
+            return Ok(base.clone());
+        }
+        let map_key: (Box<[i64]>, u128) = (key.words().into(), tag);
+        if let Some(p) = lock(&self.inner.plans).get(&map_key) {
+            return Ok(p.clone());
+        }
+        let j = &self.jit;
+        let name = &base.kernel.name;
+        // Each integer argument by its bucket, except those a computed value reads exactly.
+        let sizes = tile_lang::check::Sizes(
+            base.params
+                .iter()
+                .zip(args)
+                .enumerate()
+                .filter(|(_, (p, _))| is_int_param(p))
+                .map(|(i, (p, a))| {
+                    let v = args::int_arg(a).unwrap_or(0);
+                    let exact = base.computed_reads.contains(&i);
+                    (
+                        p.name.clone(),
+                        if exact || !key.follows_launch() {
+                            v
+                        } else {
+                            tile_lang::check::launch::bucket(v)
+                        },
+                    )
+                })
+                .filter(|(n, _)| key.follows_launch() || base.computed_reads.iter().any(|&i| base.params[i].name == *n))
+                .collect(),
+        );
+        let plan = if key.follows_launch() {
+            let gpu_name = j.gpu.name();
+            let tuned = j.cache.as_ref().map(|c| compile::TunedOn {
+                gpu_name: &gpu_name,
+                compute_capability: j.compute_capability,
+                cache_dir: c.dir(),
+            });
+            let facts: Vec<ArgSpec> = args.iter().map(args::arg_spec).collect();
+            compile::plan_for_launch(
+                &j.program,
+                name,
+                &self.inner.pins,
+                &j.target,
+                sizes,
+                facts,
+                tuned.as_ref(),
+            )?
+            .with_debug(base.debug)
+        } else {
+            compile::plan_fixed(&j.program, name, base, &j.target, sizes)?
+        };
+        let plan = Arc::new(plan);
+        Ok(lock(&self.inner.plans).entry(map_key).or_insert(plan).clone())
     }
 
     /// Slow path: no lock is held while compiling, so other kernels keep launching.
-    fn load(&self, spec: &[ArgSpec]) -> Result<Arc<Loaded>, JitError> {
+    fn load(&self, plan: &Plan, spec: &[ArgSpec]) -> Result<Arc<Loaded>, JitError> {
         let j = &self.jit;
-        let key = crate::cache::specialize(&self.inner.plan.base_key, spec);
+        let key = crate::cache::specialize(&plan.base_key, spec);
         if let Some(l) = lock(&j.loaded).get(&key) {
             return Ok(l.clone());
         }
-        let (key, entry, origin, report) =
-            compile::build(&self.inner.plan, spec, j.cache.as_ref(), j.ptxas.as_deref())?;
+        let (key, entry, origin, report) = compile::build(plan, spec, j.cache.as_ref(), j.ptxas.as_deref())?;
         let c = &j.counters;
         match origin {
             Origin::Compiled => c.compiled.fetch_add(1, Ordering::Relaxed),

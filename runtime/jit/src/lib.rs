@@ -88,7 +88,7 @@ pub use args::{
 };
 pub use compile::{JitError, Origin, SnapshotOptions, Source, jit_ptx, jit_snapshot};
 pub use graph::{GraphCapture, JitGraph, NodeId};
-pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LoadedKernel};
+pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LaunchPlan, LoadedKernel};
 pub use tensor::{DeviceMemory, DeviceTensor, Element, GrowableTensor, PinnedTensor};
 pub use tile_runtime::{
     DeviceBuffer, Event, Function, Gpu, Image, KernelArg, MemSyncDomain, RuntimeError, Stream, TensorMap,

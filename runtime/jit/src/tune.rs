@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use tile_driver::{ArgSpec, Target};
+use tile_lang::check::{Bindings, Sizes};
 use tile_lang::ir::Scalar;
 use tile_lang::ir::{ConstValue, DType, Kernel};
 use tile_lang::spec::{self, Case, PlanArg, RunSpec};
@@ -44,15 +45,6 @@ pub enum Problem<'a> {
         grid: &'a dyn Fn(&Config) -> [u32; 3],
         sizes: &'a [(String, i64)],
     },
-}
-
-impl Problem<'_> {
-    fn sizes(&self) -> &[(String, i64)] {
-        match self {
-            Problem::Case { case, .. } => &case.sizes,
-            Problem::Launch { sizes, .. } => sizes,
-        }
-    }
 }
 
 /// What to tune.
@@ -504,8 +496,8 @@ pub fn plan_choice(req: &TuneRequest<'_>, target: &Target) -> Result<(Choice, Pi
         Problem::Launch { .. } => req.pins.clone(),
     };
     let on = match &req.problem {
-        Problem::Case { spec, case } => Some((*spec, *case)),
-        Problem::Launch { .. } => None,
+        Problem::Case { spec, case } => config::On::Case(spec, case),
+        Problem::Launch { .. } => config::On::File,
     };
     let choice = config::choose_on(req.source, &file, req.kernel, &pins, &desc, on)?;
     // The key must tell apart cases whose computed values (`BLOCK: next_pow2(cols)`) differ.
@@ -544,14 +536,15 @@ pub fn cached_winner(
                 pins: pins.clone(),
                 problem: Problem::Case { spec: s, case },
             };
-            let Ok((_, key_pins)) = plan_choice(&req, target) else {
+            let Ok((choice, _)) = plan_choice(&req, target) else {
                 continue;
             };
+            let resolved = choice.best().kernel.as_ref().map_or(&[][..], |k| &k.consts[..]);
             let key = tune_key(&TuneKeyParts {
                 source,
                 kernel,
-                pins: &key_pins,
-                bucket: &shape_bucket(&case.sizes),
+                pins: &key_pins(&file, kernel, resolved, pins),
+                bucket: &problem_bucket(&req.problem).0,
                 gpu_name,
                 compute_capability,
                 target_sm: target.sm,
@@ -567,6 +560,124 @@ pub fn cached_winner(
         }
     }
     None
+}
+
+/// The pins a winner is keyed by: the compile-time values of the checked kernel (`resolved`)
+/// that are not the model's to choose (dtypes, fixed and required values; not tunable lists
+/// and not values computed from the launch, which the bucket stands for), plus the values the
+/// caller pinned, and warps and stages as pinned. A winner stored by `tilec tune` for a run
+/// spec's case and a JIT launch of the same kernel in the same bucket agree on them, however
+/// each was given its values.
+pub fn key_pins(file: &ast::File, kernel: &str, resolved: &[(String, ConstValue)], pins: &Pins) -> Pins {
+    let Some(def) = tile_lang::check::find_kernel(file, kernel) else {
+        return pins.clone();
+    };
+    let chosen_by_model = |name: &str| {
+        def.consts.iter().any(|c| {
+            c.name.name == name
+                && (tile_lang::check::launch::is_computed(def, c)
+                    || (matches!(c.value, ast::ConstValueSpec::Choices(_))
+                        && !matches!(&c.ty, ast::TypeExpr::Named(n) if n.name == "dtype")))
+        })
+    };
+    let mut consts: Bindings = resolved
+        .iter()
+        .filter(|(n, _)| !chosen_by_model(n) || pins.consts.iter().any(|(m, _)| m == n))
+        .cloned()
+        .collect();
+    consts.sort_by(|a, b| a.0.cmp(&b.0));
+    Pins {
+        consts,
+        num_warps: pins.num_warps,
+        num_stages: pins.num_stages,
+    }
+}
+
+/// The launch bucket a problem is keyed by: the kernel's integer arguments (a case's, through
+/// its `args(..)`) each rounded to its bucket (`tile_lang::check::launch::bucket`).
+pub fn problem_bucket(problem: &Problem<'_>) -> Sizes {
+    match problem {
+        Problem::Case { spec, case } => spec::case_sizes(spec, case).bucketed(),
+        Problem::Launch { sizes, .. } => Sizes(sizes.to_vec()).bucketed(),
+    }
+}
+
+/// The winner `tilec tune` or `tilec bench` cached for a launch of `kernel` with integer
+/// arguments in bucket `sizes` (already bucketed) on this GPU, if any: what the JIT compiles
+/// for such a launch in place of the model's choice.
+pub fn cached_winner_for(
+    source: &str,
+    kernel: &str,
+    pins: &Pins,
+    sizes: &Sizes,
+    (gpu_name, compute_capability): (&str, (i32, i32)),
+    target: &Target,
+    cache_dir: &Path,
+) -> Option<Config> {
+    let file = syntax::parse(source).ok()?;
+    // The values the kernel is checked with at this launch, for the key's fixed values.
+    let k = tile_lang::check::check_kernel_at(source, &file, kernel, &pins.consts, sizes).ok()?;
+    let key = tune_key(&TuneKeyParts {
+        source,
+        kernel,
+        pins: &key_pins(&file, kernel, &k.consts, pins),
+        bucket: &sizes.0,
+        gpu_name,
+        compute_capability,
+        target_sm: target.sm,
+        compiler_version: COMPILER_VERSION,
+    });
+    match TuneCache::new(cache_dir).load(&key) {
+        TuneLookup::Hit(e)
+            if e.config
+                .consts
+                .iter()
+                .all(|(n, v)| pins.consts.iter().all(|(pn, pv)| pn != n || pv == v))
+                && pins.num_warps.is_none_or(|w| w == e.config.num_warps)
+                && pins.num_stages.is_none_or(|st| st == e.config.num_stages) =>
+        {
+            Some(e.config)
+        }
+        _ => None,
+    }
+}
+
+/// The key under which the JIT keeps the static model's plan for a launch bucket (beside the
+/// tuner's winners, under another name): the source, the kernel, the pins as given, the
+/// bucket, the facts the launch's arguments satisfy and the target. No GPU in it: the model
+/// knows the target only.
+pub fn model_plan_key(
+    source: &str,
+    kernel: &str,
+    pins: &Pins,
+    sizes: &Sizes,
+    facts: &[ArgSpec],
+    target: &Target,
+) -> TuneKey {
+    let mut h = Sha256::new();
+    h.update(b"tile-plan");
+    h.update(TUNE_FORMAT.to_le_bytes());
+    put_str(&mut h, COMPILER_VERSION);
+    h.update(cache::source_digest(source));
+    put_str(&mut h, kernel);
+    let mut consts: Vec<&(String, ConstValue)> = pins.consts.iter().collect();
+    consts.sort_by(|a, b| a.0.cmp(&b.0));
+    h.update((consts.len() as u64).to_le_bytes());
+    for (n, v) in consts {
+        put_str(&mut h, n);
+        put_str(&mut h, &encode_value(v));
+    }
+    for pin in [pins.num_warps, pins.num_stages] {
+        h.update(pin.map_or(0u32, |v| v + 1).to_le_bytes());
+    }
+    h.update((sizes.0.len() as u64).to_le_bytes());
+    for (n, v) in &sizes.0 {
+        put_str(&mut h, n);
+        h.update(v.to_le_bytes());
+    }
+    put_str(&mut h, &facts.iter().map(ArgSpec::tag).collect::<String>());
+    put_str(&mut h, target.sm);
+    TuneKey(h.finalize().into())
 }
 
 /// `n=16384 m=8192`
@@ -585,14 +696,18 @@ pub fn sizes_label(sizes: &[(String, i64)]) -> String {
 /// fastest of the model's top-k candidates, which is then cached.
 pub fn tune(gpu: &Gpu, req: &TuneRequest<'_>, opts: &TuneOptions) -> Result<Tuned, TuneError> {
     let (choice, pins) = plan_choice(req, &opts.target)?;
-    let bucket = shape_bucket(req.problem.sizes());
+    let bucket = problem_bucket(&req.problem);
     let gpu_name = gpu.name();
     let cc = gpu.compute_capability()?;
+    let file = syntax::parse(req.source)
+        .map_err(|d| TuneError::Parse(d.first().map(|d| d.message.clone()).unwrap_or_default()))?;
+    let resolved = choice.best().kernel.as_ref().map_or(&[][..], |k| &k.consts[..]);
+    let key_pins = key_pins(&file, req.kernel, resolved, &req.pins);
     let key = tune_key(&TuneKeyParts {
         source: req.source,
         kernel: req.kernel,
-        pins: &pins,
-        bucket: &bucket,
+        pins: &key_pins,
+        bucket: &bucket.0,
         gpu_name: &gpu_name,
         compute_capability: cc,
         target_sm: opts.target.sm,
@@ -673,7 +788,7 @@ pub fn tune(gpu: &Gpu, req: &TuneRequest<'_>, opts: &TuneOptions) -> Result<Tune
             config: winner.clone(),
             median_ms: winner_ms,
             gpu: format!("{gpu_name} ({}.{})", cc.0, cc.1),
-            bucket: sizes_label(&bucket),
+            bucket: bucket.to_string(),
         };
         match c.store(&key, &entry) {
             Ok(p) => cache_path = Some(p),
@@ -1124,7 +1239,7 @@ mod tests {
         let file = syntax::parse(src).unwrap();
         let target = tile_driver::target("90a").unwrap();
         let desc = TargetDesc::for_target(&target).unwrap();
-        let choice = config::choose_on(src, &file, "k", &Pins::default(), &desc, None).unwrap();
+        let choice = config::choose_on(src, &file, "k", &Pins::default(), &desc, config::On::File).unwrap();
         let order = shortlist(&choice, None);
         let feasible = choice.candidates.iter().filter(|c| c.feasible()).count();
         assert!(

@@ -885,3 +885,86 @@ fn debug_build_child() {
         Err(e) => println!("the launch failed: {e}"),
     }
 }
+
+const ROW_SCALE: &str = "#[grid(n_rows)]
+#[requires(n_cols <= BLOCK, \"a row must fit in one block\")]
+kernel row_scale<const BLOCK: i32 = next_pow2(n_cols)>(x: *f32, out: *mut f32, n_rows: i32, n_cols: i32) {
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let row = program_id(0) * n_cols;
+    let v = load(x + row + cols, mask, other: 0.0);
+    store(out + row + cols, v * 2.0, mask);
+}
+";
+
+/// A kernel with `#[grid(..)]` runs the plan made for each launch's sizes: a computed block
+/// follows the row, the results are right at every size, a grid sized from the handle's
+/// constants still runs (the handle's plan), and a launch its `#[requires(..)]` refuses is an
+/// error naming the clause before anything runs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn launches_are_planned_for_their_sizes() {
+    let gpu = gpu();
+    let cache = TempDir::new("planned");
+    let jit = Jit::new(
+        &gpu,
+        Source::Text {
+            name: "row_scale.tile".into(),
+            text: ROW_SCALE.into(),
+        },
+        opts(&cache),
+    )
+    .unwrap();
+    let k = jit.kernel("row_scale", &[]).unwrap();
+    let block = |p: &tile_jit::LaunchPlan| p.consts.iter().find(|(n, _)| n == "BLOCK").map(|(_, v)| *v);
+    for (rows, cols) in [(3usize, 100usize), (64, 1000), (7, 20000), (2, 1)] {
+        let xh: Vec<f32> = (0..rows * cols).map(|i| (i % 97) as f32 - 40.0).collect();
+        let x = DeviceTensor::upload(&gpu, &xh).unwrap();
+        let mut out = DeviceTensor::upload(&gpu, &vec![f32::NAN; rows * cols]).unwrap();
+        let args = [
+            Arg::buf(&x),
+            Arg::buf_mut(&mut out),
+            Arg::i32(rows as i32),
+            Arg::i32(cols as i32),
+        ];
+        let plan = k.plan_for(&args).unwrap();
+        assert_eq!(
+            block(&plan),
+            Some(ConstValue::Int(cols.next_power_of_two() as i64)),
+            "{rows}x{cols}"
+        );
+        k.launch_planned(&args).unwrap();
+        let got = out.download().unwrap();
+        assert!(got.iter().zip(&xh).all(|(g, x)| *g == 2.0 * x), "{rows}x{cols}");
+    }
+    // A grid of the caller's: the handle's own plan, its block computed for this launch.
+    let (rows, cols) = (5usize, 300usize);
+    let xh: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+    let x = DeviceTensor::upload(&gpu, &xh).unwrap();
+    let mut out = DeviceTensor::upload(&gpu, &vec![f32::NAN; rows * cols]).unwrap();
+    {
+        let args = [
+            Arg::buf(&x),
+            Arg::buf_mut(&mut out),
+            Arg::i32(rows as i32),
+            Arg::i32(cols as i32),
+        ];
+        k.launch(rows as u32, &args).unwrap();
+    }
+    assert!(out.download().unwrap().iter().zip(&xh).all(|(g, x)| *g == 2.0 * x));
+    // The handle's plan pinned small: the clause refuses a row longer than the block.
+    let pinned = jit.kernel("row_scale", &[("BLOCK", ConstValue::Int(128))]).unwrap();
+    let args = [
+        Arg::buf(&x),
+        Arg::buf_mut(&mut out),
+        Arg::i32(rows as i32),
+        Arg::i32(cols as i32),
+    ];
+    match pinned.launch(rows as u32, &args) {
+        Err(JitError::Requires { rendered, .. }) => {
+            assert!(rendered.contains("n_cols = 300, BLOCK = 128"), "{rendered}");
+            assert!(rendered.contains("a row must fit in one block"), "{rendered}");
+        }
+        other => panic!("expected a refused launch, got {other:?}"),
+    }
+}

@@ -449,15 +449,19 @@ impl Launcher {
         let args: Vec<&TokenStream> = params.iter().map(|p| &p.2).collect();
         let n = params.len();
         let (grid, stream, args_) = (local("grid"), local("stream"), local("args"));
-        let (grid_param, grid_value, grid_doc) = match grid_attr {
+        // With `#[grid(..)]` the launch is planned for its own sizes and the grid follows the
+        // plan (one lookup for both); without it the caller's grid runs the handle's plan.
+        let (grid_param, launch_call, launch_on_call, grid_doc) = match grid_attr {
             Some(g) => (
                 quote!(),
-                quote!(self.kernel.grid_for(&#args_)?),
-                format!("on the grid its `{g}` gives for these arguments"),
+                quote!(self.kernel.launch_planned(&#args_)),
+                quote!(self.kernel.launch_planned_on(#stream, &#args_)),
+                format!("on the grid its `{g}` gives for these arguments, planned for their sizes"),
             ),
             None => (
                 quote!(#grid: impl ::core::convert::Into<::tile_jit::Grid>,),
-                quote!(#grid),
+                quote!(self.kernel.launch(#grid, &#args_)),
+                quote!(self.kernel.launch_on(#stream, #grid, &#args_)),
                 "on `grid` programs (the kernel has no `#[grid(..)]`)".to_string(),
             ),
         };
@@ -493,15 +497,13 @@ impl Launcher {
                 #[doc = #launch_doc]
                 pub fn launch(&self, #grid_param #(#names: #types),*) -> ::core::result::Result<(), ::tile_jit::JitError> {
                     let #args_: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
-                    let #grid = #grid_value;
-                    self.kernel.launch(#grid, &#args_)
+                    #launch_call
                 }
 
                 #[doc = #launch_on_doc]
                 pub fn launch_on(&self, #stream: &::tile_jit::Stream, #grid_param #(#names: #types),*) -> ::core::result::Result<(), ::tile_jit::JitError> {
                     let #args_: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
-                    let #grid = #grid_value;
-                    self.kernel.launch_on(#stream, #grid, &#args_)
+                    #launch_on_call
                 }
 
                 /// The untyped handle: its constants (`consts()`), specialisations, graphs.
@@ -604,7 +606,7 @@ mod tests {
         );
         assert!(out.contains("pub r#BM : :: core :: option :: Option < i32 >"), "{out}");
         // `#[grid(..)]` gives the grid; without it the launch takes one.
-        assert!(out.contains("self . kernel . grid_for (& args) ?"), "{out}");
+        assert!(out.contains("self . kernel . launch_planned (& args)"), "{out}");
         // `layernorm_chunked` has no `#[grid(..)]`.
         let out = expand(quote!(pub mod m = "layernorm.tile";), &root).to_string();
         assert!(

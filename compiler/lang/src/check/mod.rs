@@ -9,7 +9,9 @@ mod builtins;
 pub use builtins::builtin_names;
 mod cluster;
 mod expr;
+pub mod launch;
 mod stmt;
+pub use launch::Sizes;
 
 use std::collections::HashMap;
 
@@ -98,8 +100,22 @@ pub fn item_diagnostics(file: &ast::File) -> Vec<Diagnostic> {
     diags
 }
 
-/// Checks one kernel of `file` with the given compile-time values and returns its IR.
+/// Checks one kernel of `file` with the given compile-time values and returns its IR; computed
+/// compile-time values ([`launch`]) not among `bindings` are evaluated as for a launch of no
+/// known sizes.
 pub fn check_kernel(src: &str, file: &ast::File, name: &str, bindings: &Bindings) -> Result<Kernel, Vec<Diagnostic>> {
+    check_kernel_at(src, file, name, bindings, &Sizes::default())
+}
+
+/// [`check_kernel`] for a launch of `sizes`: computed compile-time values not among `bindings`
+/// are evaluated with them.
+pub fn check_kernel_at(
+    src: &str,
+    file: &ast::File,
+    name: &str,
+    bindings: &Bindings,
+    sizes: &Sizes,
+) -> Result<Kernel, Vec<Diagnostic>> {
     let Some(def) = find_kernel(file, name) else {
         let names = kernel_names(file);
         return Err(vec![Diagnostic::error(
@@ -115,6 +131,7 @@ pub fn check_kernel(src: &str, file: &ast::File, name: &str, bindings: &Bindings
         )]);
     };
     let mut cx = Cx::new(src, file);
+    cx.sizes = sizes.clone();
     let kernel = cx.kernel(def, bindings);
     if !cx.diags.is_empty() {
         return Err(cx.diags);
@@ -209,6 +226,8 @@ pub(crate) struct Cx<'a> {
     pub cluster: u32,
     /// The result of every cluster reduction and the call that made it (for the uniformity check).
     pub cluster_sites: Vec<(ValueId, Span)>,
+    /// The launch computed compile-time values are evaluated for.
+    pub sizes: Sizes,
 }
 
 impl<'a> Cx<'a> {
@@ -231,6 +250,7 @@ impl<'a> Cx<'a> {
             param_decls: HashMap::new(),
             cluster: 1,
             cluster_sites: Vec::new(),
+            sizes: Sizes::default(),
         }
     }
 
@@ -407,10 +427,15 @@ impl<'a> Cx<'a> {
     // ---- the kernel ---------------------------------------------------------------------------
 
     fn kernel(&mut self, def: &ast::FnDef, bindings: &Bindings) -> Option<Kernel> {
+        for d in launch::check_forms(def) {
+            self.error(d);
+        }
         let consts = self.bind_consts(def, bindings);
         let (mut warps, mut stages) = (Vec::new(), Vec::new());
         for a in &def.attrs {
             match a.name.name.as_str() {
+                // Checked by `launch::check_forms`; evaluated for each launch.
+                "requires" => {}
                 "warps" => warps = self.attr_ints(a, |n| n.is_power_of_two() && n <= 32, "powers of two up to 32"),
                 "stages" => stages = self.attr_ints(a, |n| (1..=8).contains(&n), "between 1 and 8"),
                 "grid" => self.grid_attr(def, a),
@@ -433,7 +458,7 @@ impl<'a> Cx<'a> {
                     }
                 }
                 other => {
-                    let known = ["warps", "stages", "grid", "cluster"]
+                    let known = ["warps", "stages", "grid", "cluster", "requires"]
                         .into_iter()
                         .find(|k| other.ends_with(k));
                     self.error(
@@ -442,7 +467,8 @@ impl<'a> Cx<'a> {
                             .help(match known {
                                 Some(k) => format!("write `#[{k}(..)]`"),
                                 None => {
-                                    "kernels take `#[warps(..)]`, `#[stages(..)]`, `#[grid(..)]` and `#[cluster(..)]`"
+                                    "kernels take `#[warps(..)]`, `#[stages(..)]`, `#[grid(..)]`, `#[cluster(..)]` \
+                                     and `#[requires(..)]`"
                                         .to_string()
                                 }
                             }),
@@ -643,6 +669,26 @@ impl<'a> Cx<'a> {
             let given = bindings.iter().find(|(n, _)| n == &c.name.name).map(|(_, v)| *v);
             let value = match (given, &c.value) {
                 (Some(v), _) => Some(v),
+                // Computed from the launch (`launch::check_forms` reported a wrong form).
+                (None, ast::ConstValueSpec::Default(e)) if launch::is_computed(def, c) => {
+                    match launch::eval_computed(def, e, &out, &self.sizes) {
+                        Ok(v) => Some(ConstValue::Int(v)),
+                        Err(d) => {
+                            if self.diags.is_empty() {
+                                self.error(d.note(format!(
+                                    "`{}` is computed from the launch's arguments{}",
+                                    c.name.name,
+                                    if self.sizes.is_empty() {
+                                        format!(" (each counted as {} without a launch)", launch::UNLAUNCHED_INT)
+                                    } else {
+                                        format!(" ({})", self.sizes)
+                                    }
+                                )));
+                            }
+                            None
+                        }
+                    }
+                }
                 (None, ast::ConstValueSpec::Default(e)) => self.const_param_value(e, kind),
                 (None, ast::ConstValueSpec::Choices(list)) => {
                     for e in list.iter().skip(1) {

@@ -451,7 +451,9 @@ impl Num {
 }
 
 /// Evaluates a spec expression: numbers, names from `env`, `+ - * / %`, `cdiv`, `min`, `max`,
-/// `next_pow2`. Kernels' `#[grid(..)]` expressions are the same language.
+/// `next_pow2`, comparisons (1 when they hold, else 0), `&&`, `||` and `!`. Kernels'
+/// `#[grid(..)]` and `#[requires(..)]` expressions and computed compile-time values are the same
+/// language.
 pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnostic> {
     eval_in(
         e,
@@ -511,6 +513,36 @@ fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<N
             Num::I(i) => Num::I(i.wrapping_neg()),
             Num::F(f) => Num::F(-f),
         },
+        ExprKind::Unary(UnOp::Not, x) => match eval(x, env)? {
+            Num::I(i) => Num::I((i == 0) as i64),
+            Num::F(_) => return Err(err("`!` takes a comparison or an integer").label("a float")),
+        },
+        ExprKind::Binary(op @ (BinOp::LogicAnd | BinOp::LogicOr), a, b) => {
+            let truth = |v: Num| match v {
+                Num::I(i) => Ok(i != 0),
+                Num::F(_) => Err(err("`&&` and `||` take comparisons or integers").label("a float")),
+            };
+            let (x, y) = (truth(eval(a, env)?)?, truth(eval(b, env)?)?);
+            Num::I(if *op == BinOp::LogicAnd { x && y } else { x || y } as i64)
+        }
+        ExprKind::Binary(op @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), a, b) => {
+            let (x, y) = (eval(a, env)?, eval(b, env)?);
+            let ord = match (x, y) {
+                (Num::I(x), Num::I(y)) => Some(x.cmp(&y)),
+                _ => x.as_f64().partial_cmp(&y.as_f64()),
+            };
+            use std::cmp::Ordering as O;
+            let holds = match (op, ord) {
+                (_, None) => *op == BinOp::Ne,
+                (BinOp::Eq, Some(o)) => o == O::Equal,
+                (BinOp::Ne, Some(o)) => o != O::Equal,
+                (BinOp::Lt, Some(o)) => o == O::Less,
+                (BinOp::Le, Some(o)) => o != O::Greater,
+                (BinOp::Gt, Some(o)) => o == O::Greater,
+                (_, Some(o)) => o != O::Less,
+            };
+            Num::I(holds as i64)
+        }
         ExprKind::Binary(op, a, b) => {
             let (x, y) = (eval(a, env)?, eval(b, env)?);
             match (x, y) {
@@ -570,7 +602,8 @@ fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<N
             } else {
                 "unsupported expression in a run spec"
             };
-            return Err(err(what).label("use numbers, sizes, constants, + - * / %, cdiv, min, max, next_pow2"));
+            return Err(err(what)
+                .label("use numbers, sizes, constants, + - * / %, comparisons, && || !, cdiv, min, max, next_pow2"));
         }
     })
 }

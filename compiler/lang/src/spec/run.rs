@@ -279,6 +279,69 @@ pub fn eval_in_case(e: &crate::syntax::ast::Expr, case: &Case, kernel: &Kernel) 
     eval(e, &env)
 }
 
+/// The integer arguments a case gives its kernel, by parameter name: each scalar argument of
+/// `args(..)` that evaluates to an integer from the case's sizes and compile-time values (one
+/// that reads a value the case does not bind, the kernel's default say, is left out). What the
+/// kernel's computed compile-time values and `#[requires(..)]` read for this case.
+pub fn case_sizes(spec: &RunSpec, case: &Case) -> crate::check::Sizes {
+    let env = |name: &str| -> Option<Num> {
+        if let Some((_, v)) = case.sizes.iter().find(|(n, _)| n == name) {
+            return Some(Num::I(*v));
+        }
+        match case.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v) {
+            Some(ConstValue::Int(i)) => Some(Num::I(i)),
+            Some(ConstValue::Bool(b)) => Some(Num::I(b as i64)),
+            Some(ConstValue::Float(f)) => Some(Num::F(f)),
+            _ => None,
+        }
+    };
+    crate::check::Sizes(
+        spec.args
+            .iter()
+            .filter_map(|(name, a, _)| match a {
+                super::ArgSpec::Scalar(e) => match eval(e, &env) {
+                    Ok(Num::I(v)) => Some((name.clone(), v)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+/// The integer scalar arguments of a prepared launch of `kernel`, by parameter name.
+pub fn launch_sizes(kernel: &Kernel, args: &[Arg]) -> crate::check::Sizes {
+    crate::check::Sizes(
+        kernel
+            .params
+            .iter()
+            .zip(args)
+            .filter_map(|(p, a)| match a {
+                Arg::Scalar(Scalar::I(v)) if p.elem.dtype().is_some_and(|d| d.is_int()) => Some((p.name.clone(), *v)),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+/// Whether a prepared launch of `kernel` (of `file`) satisfies its `#[requires(..)]` clauses:
+/// the first one broken is an error at the clause.
+pub fn check_launch_requirements(
+    file: &crate::syntax::ast::File,
+    kernel: &Kernel,
+    args: &[Arg],
+) -> Result<(), Diagnostic> {
+    let Some(def) = crate::check::find_kernel(file, &kernel.name) else {
+        return Ok(());
+    };
+    let reqs = crate::check::launch::requirements(def);
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    let sizes = launch_sizes(kernel, args);
+    crate::check::launch::check_requirements(&reqs, &kernel.consts, &|n| sizes.get(n))
+}
+
 /// The launch of `kernel` (already specialised for `case.consts`) for one case, without data.
 pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagnostic> {
     let mut grid = [1u32; 3];
@@ -665,7 +728,18 @@ pub fn run_reference_kernel(
             bindings.push((c.name.name.clone(), *v));
         }
     }
-    let kernel = crate::check::check_kernel(text, file, name, &bindings).map_err(|d| {
+    // Its own computed compile-time values follow the case's integer arguments.
+    let sizes = crate::check::Sizes(
+        p.reference_input
+            .args
+            .iter()
+            .filter_map(|(n, a)| match a {
+                RefArg::Scalar(v) if v.fract() == 0.0 && v.abs() < 9.0e15 => Some((n.clone(), *v as i64)),
+                _ => None,
+            })
+            .collect(),
+    );
+    let kernel = crate::check::check_kernel_at(text, file, name, &bindings, &sizes).map_err(|d| {
         let msgs: Vec<String> = d.iter().map(|d| d.message.clone()).collect();
         format!("reference kernel `{name}` does not check: {}", msgs.join("; "))
     })?;

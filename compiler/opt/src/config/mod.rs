@@ -22,7 +22,7 @@ use std::fmt;
 
 pub use model::{BASE_REGS, Launch, NARROW_ACCESS_COST, Work, registers, work};
 pub use target::TargetDesc;
-use tile_lang::check::{self, Bindings};
+use tile_lang::check::{self, Bindings, Sizes};
 use tile_lang::ir::Scalar;
 use tile_lang::ir::{ConstValue, DType, Kernel, ValueId};
 use tile_lang::spec;
@@ -259,16 +259,55 @@ fn first_message(d: &[tile_lang::diag::Diagnostic]) -> String {
 /// verification case, else `DEFAULT_INT_ARG` / `DEFAULT_GRID` without a run spec.
 struct Problem {
     spec: Option<(spec::RunSpec, spec::Case)>,
+    /// A launch's integer arguments and grid, when the problem is a launch (`On::Launch`).
+    launch: Option<LaunchProblem>,
+    /// The integer arguments the kernel is checked for (computed compile-time values read them).
+    sizes: Sizes,
+    /// The kernel's `#[grid(..)]`, for a launch's grid.
+    grid_attr: Vec<ast::Expr>,
+    /// What the launch's arguments are known to satisfy, one per parameter (empty: integers
+    /// by their value, pointers 16-byte aligned).
+    facts: Vec<tile_gir::ArgSpec>,
     label: String,
+}
+
+/// What the static model estimates the candidates on.
+#[derive(Clone, Copy, Debug)]
+pub enum On<'a> {
+    /// The kernel's largest `bench(..)` case, else its run specs' largest case, else
+    /// [`DEFAULT_INT_ARG`] for every integer argument and [`DEFAULT_GRID`] programs.
+    File,
+    /// A run spec's case: its sizes, and the values its spec computes from them.
+    Case(&'a spec::RunSpec, &'a spec::Case),
+    /// A launch: its integer arguments (the JIT's shape bucket, `tilec compile --size`).
+    Launch(&'a LaunchProblem),
+}
+
+/// A launch the model plans for: integer arguments by parameter name (others count as
+/// [`DEFAULT_INT_ARG`]), and the grid the kernel's `#[grid(..)]` gives for each candidate (else
+/// `grid`, else [`DEFAULT_GRID`] programs).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LaunchProblem {
+    pub sizes: Sizes,
+    pub grid: Option<[u32; 3]>,
 }
 
 fn problem(file: &ast::File, kernel: &str, pins: &Bindings) -> Result<Problem, ConfigError> {
     let (specs, _) = spec::parse_specs(file);
     let specs: Vec<spec::RunSpec> = specs.into_iter().filter(|s| s.kernel == kernel).collect();
+    let grid_attr = grid_attr(file, kernel);
     if specs.is_empty() {
         return Ok(Problem {
             spec: None,
-            label: format!("no run spec: integer arguments {DEFAULT_INT_ARG}, {DEFAULT_GRID} programs"),
+            launch: None,
+            sizes: Sizes::default(),
+            facts: Vec::new(),
+            label: if grid_attr.is_empty() {
+                format!("no run spec: integer arguments {DEFAULT_INT_ARG}, {DEFAULT_GRID} programs")
+            } else {
+                format!("no run spec: integer arguments {DEFAULT_INT_ARG}, the grid of `#[grid(..)]`")
+            },
+            grid_attr,
         });
     }
     // The values the kernel is compiled with: the pins, else the kernel's literal defaults. A
@@ -336,9 +375,46 @@ fn problem(file: &ast::File, kernel: &str, pins: &Bindings) -> Result<Problem, C
         label += &format!(" (its sizes; the kernel's values replace its {})", replaced.join(" "));
     }
     Ok(Problem {
+        sizes: spec::case_sizes(&found.0, &found.1),
         spec: Some(found),
+        launch: None,
+        grid_attr,
+        facts: Vec::new(),
         label,
     })
+}
+
+/// The `#[grid(..)]` extents of `kernel` (empty without one).
+fn grid_attr(file: &ast::File, kernel: &str) -> Vec<ast::Expr> {
+    check::find_kernel(file, kernel)
+        .and_then(|def| def.attrs.iter().find(|a| a.name.name == "grid"))
+        .map_or_else(Vec::new, |a| a.args.clone())
+}
+
+/// The grid `#[grid(..)]` gives for kernel `k` (checked with a candidate's values) at a launch
+/// of `sizes` (parameters it does not give count as [`DEFAULT_INT_ARG`]).
+pub fn launch_grid(grid: &[ast::Expr], k: &Kernel, sizes: &Sizes) -> Result<[u32; 3], String> {
+    let env = |name: &str| -> Option<spec::Num> {
+        match k.consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v) {
+            Some(ConstValue::Int(i)) => return Some(spec::Num::I(i)),
+            Some(ConstValue::Bool(b)) => return Some(spec::Num::I(b as i64)),
+            _ => {}
+        }
+        k.params
+            .iter()
+            .any(|p| p.name == name && p.elem.dtype().is_some_and(|d| d.is_int()))
+            .then(|| spec::Num::I(sizes.get(name).unwrap_or(DEFAULT_INT_ARG)))
+    };
+    let mut out = [1u32; 3];
+    for (axis, e) in grid.iter().enumerate().take(3) {
+        match spec::eval(e, &env) {
+            Ok(spec::Num::I(v)) if v >= 1 && v <= u32::MAX as i64 => out[axis] = v as u32,
+            Ok(spec::Num::I(v)) if v <= 0 => out[axis] = 1,
+            Ok(v) => return Err(format!("grid extent {axis} is {v:?}")),
+            Err(d) => return Err(d.message),
+        }
+    }
+    Ok(out)
 }
 
 impl Problem {
@@ -361,8 +437,31 @@ impl Problem {
         out
     }
 
+    /// The facts the caller gave, when there is one per parameter of `k`.
+    fn facts(&self, k: &Kernel) -> Option<Vec<tile_gir::ArgSpec>> {
+        (!self.facts.is_empty() && self.facts.len() == k.params.len()).then(|| self.facts.clone())
+    }
+
     /// The launch of `k` (checked with a candidate's values) on this problem.
     fn launch(&self, k: &Kernel) -> Result<Launch, ConfigError> {
+        if let Some(l) = &self.launch {
+            let scalars = k
+                .params
+                .iter()
+                .filter(|p| p.elem.dtype().is_some_and(|d| d.is_int()))
+                .map(|p| (p.value, l.sizes.get(&p.name).unwrap_or(DEFAULT_INT_ARG)))
+                .collect();
+            let grid = if !self.grid_attr.is_empty() {
+                launch_grid(&self.grid_attr, k, &l.sizes).map_err(ConfigError::Spec)?
+            } else {
+                l.grid.unwrap_or([DEFAULT_GRID, 1, 1])
+            };
+            return Ok(Launch {
+                scalars,
+                grid,
+                specialization: self.facts(k),
+            });
+        }
         let Some((s, case)) = &self.spec else {
             let scalars = k
                 .params
@@ -370,9 +469,15 @@ impl Problem {
                 .filter(|p| p.elem.dtype().is_some_and(|d| d.is_int()))
                 .map(|p| (p.value, DEFAULT_INT_ARG))
                 .collect();
+            let grid = if self.grid_attr.is_empty() {
+                [DEFAULT_GRID, 1, 1]
+            } else {
+                launch_grid(&self.grid_attr, k, &self.sizes).map_err(ConfigError::Spec)?
+            };
             return Ok(Launch {
                 scalars,
-                grid: [DEFAULT_GRID, 1, 1],
+                grid,
+                specialization: self.facts(k),
             });
         };
         let mut case = case.clone();
@@ -390,22 +495,29 @@ impl Problem {
                 _ => None,
             })
             .collect();
-        Ok(Launch { scalars, grid: p.grid })
+        Ok(Launch {
+            scalars,
+            grid: p.grid,
+            specialization: self.facts(k),
+        })
     }
 }
 
 /// Estimates one checked candidate.
 pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
     // The kernel the lowering will see for this launch: buffers aligned, integers by value.
-    let specialization: Vec<_> = k
-        .params
-        .iter()
-        .map(|p| match launch.scalars.get(&p.value) {
-            Some(v) => tile_gir::ArgSpec::of_int(*v),
-            None if p.elem.is_ptr() => tile_gir::ArgSpec::of_ptr(0),
-            None => tile_gir::ArgSpec::default(),
-        })
-        .collect();
+    let specialization: Vec<_> = match &launch.specialization {
+        Some(s) => s.clone(),
+        None => k
+            .params
+            .iter()
+            .map(|p| match launch.scalars.get(&p.value) {
+                Some(v) => tile_gir::ArgSpec::of_int(*v),
+                None if p.elem.is_ptr() => tile_gir::ArgSpec::of_ptr(0),
+                None => tile_gir::ArgSpec::default(),
+            })
+            .collect(),
+    };
     let prepared = tile_gir::tma::prepare(k, num_warps, num_stages, &t.target, &specialization);
     let k = &*prepared.kernel;
     let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages, &t.target);
@@ -516,8 +628,18 @@ pub fn candidates(
     kernel: &str,
     pins: &Pins,
 ) -> Result<(Vec<Config>, Vec<String>), ConfigError> {
-    let def = check::find_kernel(file, kernel).ok_or_else(|| ConfigError::NoKernel(kernel.into()))?;
     let prob = problem(file, kernel, &pins.consts)?;
+    candidates_on(src, file, kernel, pins, &prob)
+}
+
+fn candidates_on(
+    src: &str,
+    file: &ast::File,
+    kernel: &str,
+    pins: &Pins,
+    prob: &Problem,
+) -> Result<(Vec<Config>, Vec<String>), ConfigError> {
+    let def = check::find_kernel(file, kernel).ok_or_else(|| ConfigError::NoKernel(kernel.into()))?;
     let case_value = |name: &str| {
         prob.spec
             .as_ref()
@@ -554,7 +676,8 @@ pub fn candidates(
             fixed.push((n.clone(), *v));
         }
     }
-    let base = check::check_kernel(src, file, kernel, &fixed).map_err(|d| ConfigError::Check(first_message(&d)))?;
+    let base = check::check_kernel_at(src, file, kernel, &fixed, &prob.sizes)
+        .map_err(|d| ConfigError::Check(first_message(&d)))?;
     let warps = match pins.num_warps {
         Some(w) => vec![w],
         None if base.warps.is_empty() => DEFAULT_WARPS.to_vec(),
@@ -603,21 +726,38 @@ pub fn candidates(
 /// Chooses the configuration of `kernel` for target `t`, estimated on the largest `bench(..)`
 /// case of its run specs (see [`choose_on`] for a given case).
 pub fn choose(src: &str, file: &ast::File, kernel: &str, pins: &Pins, t: &TargetDesc) -> Result<Choice, ConfigError> {
-    choose_on(src, file, kernel, pins, t, None)
+    choose_on(src, file, kernel, pins, t, On::File)
 }
 
-/// [`choose`] on a given run spec's case (`None`: the largest bench case): the roofline uses its
-/// sizes, and the values its spec computes from them (`BLOCK: next_pow2(cols)`) are pinned.
+/// [`choose`] on a given problem ([`On`]): a run spec's case (the roofline uses its sizes, and
+/// the values its spec computes from them, `BLOCK: next_pow2(cols)`, are pinned) or a launch (its
+/// integer arguments; the kernel's computed compile-time values follow from them).
 pub fn choose_on(
     src: &str,
     file: &ast::File,
     kernel: &str,
     pins: &Pins,
     t: &TargetDesc,
-    on: Option<(&spec::RunSpec, &spec::Case)>,
+    on: On<'_>,
 ) -> Result<Choice, ConfigError> {
-    let prob = match on {
-        Some((s, c)) => Problem {
+    choose_with(src, file, kernel, pins, t, on, &[])
+}
+
+/// [`choose_on`] for launches whose arguments are known to satisfy `facts` (one per parameter,
+/// as the code generator will be told; empty: integers by their value, pointers 16-byte
+/// aligned): the candidates are estimated as the lowering will see them (TMA or not, vector
+/// widths).
+pub fn choose_with(
+    src: &str,
+    file: &ast::File,
+    kernel: &str,
+    pins: &Pins,
+    t: &TargetDesc,
+    on: On<'_>,
+    facts: &[tile_gir::ArgSpec],
+) -> Result<Choice, ConfigError> {
+    let mut prob = match on {
+        On::Case(s, c) => Problem {
             label: format!(
                 "case: {}",
                 c.sizes
@@ -626,13 +766,38 @@ pub fn choose_on(
                     .collect::<Vec<_>>()
                     .join(" ")
             ),
+            sizes: spec::case_sizes(s, c),
             spec: Some((s.clone(), c.clone())),
+            launch: None,
+            grid_attr: grid_attr(file, kernel),
+            facts: Vec::new(),
         },
-        None => problem(file, kernel, &pins.consts)?,
+        On::Launch(l) => Problem {
+            label: format!(
+                "launch: {}{}",
+                if l.sizes.is_empty() {
+                    format!("integer arguments {DEFAULT_INT_ARG}")
+                } else {
+                    l.sizes.to_string()
+                },
+                match l.grid {
+                    Some(g) if grid_attr(file, kernel).is_empty() => format!(", grid {}x{}x{}", g[0], g[1], g[2]),
+                    _ => String::new(),
+                }
+            ),
+            sizes: l.sizes.clone(),
+            spec: None,
+            launch: Some(l.clone()),
+            grid_attr: grid_attr(file, kernel),
+            facts: Vec::new(),
+        },
+        On::File => problem(file, kernel, &pins.consts)?,
     };
+    prob.facts = facts.to_vec();
     let pins = prob.constraint_pins(pins);
-    let (configs, tuned) = candidates(src, file, kernel, &pins)?;
+    let (configs, tuned) = candidates_on(src, file, kernel, &pins, &prob)?;
     let max_warps = t.target.max_threads_per_block / t.target.warp_size;
+    let computed = check::find_kernel(file, kernel).map_or_else(Vec::new, check::launch::computed_names);
     let mut cands = Vec::new();
     for config in configs {
         if !config.num_warps.is_power_of_two() || config.num_warps > max_warps {
@@ -644,7 +809,7 @@ pub fn choose_on(
             });
             continue;
         }
-        let k = match check::check_kernel(src, file, kernel, &config.consts) {
+        let k = match check::check_kernel_at(src, file, kernel, &config.consts, &prob.sizes) {
             Ok(k) => k,
             Err(d) => {
                 cands.push(Candidate {
@@ -656,7 +821,29 @@ pub fn choose_on(
                 continue;
             }
         };
-        let launch = prob.launch(&k)?;
+        // Computed compile-time values (`const BLOCK: i32 = next_pow2(n)`) are part of the
+        // configuration the kernel is compiled with.
+        let config = Config {
+            consts: k
+                .consts
+                .iter()
+                .filter(|(n, _)| config.consts.iter().any(|(m, _)| m == n) || computed.contains(n))
+                .cloned()
+                .collect(),
+            ..config
+        };
+        let launch = match prob.launch(&k) {
+            Ok(l) => l,
+            Err(e) => {
+                cands.push(Candidate {
+                    verdict: Verdict::Invalid(e.to_string()),
+                    config,
+                    estimate: None,
+                    kernel: None,
+                });
+                continue;
+            }
+        };
         let e = estimate(&k, config.num_warps, config.num_stages, &launch, t);
         let verdict = if e.registers > e.reg_budget {
             Verdict::Spills {

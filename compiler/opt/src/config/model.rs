@@ -423,10 +423,13 @@ pub struct Work {
     pub reread_bytes: f64,
 }
 
-/// Runtime values the cost walk may use: scalar arguments by parameter, the grid.
+/// Runtime values the cost walk may use: scalar arguments by parameter, the grid, and what the
+/// arguments are known to satisfy (one per parameter; `None`: integers by their value, pointers
+/// 16-byte aligned).
 pub struct Launch {
     pub scalars: HashMap<ValueId, i64>,
     pub grid: [u32; 3],
+    pub specialization: Option<Vec<tile_gir::ArgSpec>>,
 }
 
 /// The extra DRAM time of a tile access whose per-thread piece is narrower than 8 bytes (one
