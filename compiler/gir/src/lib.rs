@@ -25,7 +25,7 @@ pub struct UnknownTarget {
 /// A GPU target: its name for LLVM and ptxas, and its limits (data, never literals in codegen).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
-    /// `sm_80`, `sm_89`, `sm_90`, `sm_90a`.
+    /// `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a`.
     pub sm: &'static str,
     /// The PTX ISA LLVM emits, as an LLVM feature (`+ptx80`; sm_89 takes 8.1, the first ISA
     /// with its fp8 conversions).
@@ -72,6 +72,20 @@ pub const TARGETS: &[Target] = &[
         max_smem_per_block: 163 * 1024,
         regs_per_sm: 65536,
         smem_per_sm: 164 * 1024,
+        smem_reserved_per_block: 1024,
+        warp_size: 32,
+        wgmma: false,
+        fp8: false,
+        clusters: false,
+    },
+    Target {
+        sm: "sm_86",
+        ptx_feature: "+ptx80",
+        max_threads_per_block: 1024,
+        max_regs_per_thread: 255,
+        max_smem_per_block: 99 * 1024,
+        regs_per_sm: 65536,
+        smem_per_sm: 100 * 1024,
         smem_reserved_per_block: 1024,
         warp_size: 32,
         wgmma: false,

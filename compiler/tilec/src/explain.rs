@@ -24,8 +24,12 @@ pub(crate) fn cmd_explain(
         num_stages,
     };
     let target = tile_driver::target(sm)?;
-    let desc = TargetDesc::for_target(&target)
-        .ok_or_else(|| anyhow::anyhow!("the cost model has no figures for {}; use --sm 90 or 90a", target.sm))?;
+    let desc = TargetDesc::for_target(&target).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the cost model has no figures for {}; use --sm 80, 86, 89, 90 or 90a",
+            target.sm
+        )
+    })?;
     let Some(src) = super::parse_or_report(file, err)? else {
         return Ok(1);
     };

@@ -37,7 +37,7 @@ pub(crate) struct TuneArgs {
     /// Write the results as JSON here (again after each case; `"complete": false` until the end).
     #[arg(long)]
     json: Option<PathBuf>,
-    /// GPU target: 90 or 90a (the targets the model has figures for).
+    /// GPU target: 80, 86, 89, 90 or 90a (sm_90: the H200 measured; the others from published figures).
     #[arg(long, default_value = "90a")]
     sm: String,
 }

@@ -664,6 +664,7 @@ pub(crate) fn target_for(cc: (i32, i32)) -> Result<Target, JitError> {
             });
         }
         (8, minor) if minor >= 9 => "sm_89",
+        (8, minor) if minor >= 6 => "sm_86",
         (8, _) => "sm_80",
         // `a` targets (wgmma, setmaxnreg) run on exactly 9.0.
         (9, 0) => "sm_90a",
@@ -940,7 +941,8 @@ mod tests {
         let sm = |cc| target_for(cc).map(|t| t.sm);
         assert_eq!(sm((9, 0)).unwrap(), "sm_90a");
         assert_eq!(sm((8, 0)).unwrap(), "sm_80");
-        assert_eq!(sm((8, 6)).unwrap(), "sm_80");
+        assert_eq!(sm((8, 6)).unwrap(), "sm_86");
+        assert_eq!(sm((8, 7)).unwrap(), "sm_86");
         assert_eq!(sm((8, 9)).unwrap(), "sm_89");
         assert_eq!(sm((10, 0)).unwrap(), "sm_90");
         assert!(matches!(

@@ -89,10 +89,78 @@ impl TargetDesc {
         }
     }
 
-    /// The description of a codegen target, when the model has figures for it.
+    /// A GPU described from its published figures only (nothing measured here): `sms`
+    /// multiprocessors at `clock_hz`, `dram` bytes/s of memory bandwidth (the copy rate is taken
+    /// as 85% of it, as the H200 measures 4.3 of 4.8 TB/s), `l2_mb` of L2, `fp32` FLOP/s without
+    /// tensor cores, `mma` dense bf16 FLOP/s of `mma.sync` into f32, the per-SM thread and block
+    /// limits. The rest follows the H200's measured ratios: L2 reads at twice the copy rate,
+    /// `mma.sync` at 80% of the datasheet (the native path on these GPUs), load bytes in flight
+    /// per SM to cover ~1 µs of latency.
+    #[allow(clippy::too_many_arguments)]
+    fn published(
+        target: Target,
+        sms: u32,
+        clock_hz: f64,
+        dram: f64,
+        l2_mb: f64,
+        fp32: f64,
+        mma: f64,
+        (max_threads_per_sm, max_blocks_per_sm): (u32, u32),
+    ) -> TargetDesc {
+        let copy = 0.85 * dram;
+        TargetDesc {
+            target,
+            sms,
+            reg_granule: 8,
+            max_threads_per_sm,
+            max_blocks_per_sm,
+            dram_bytes_per_s: copy,
+            l2_bytes_per_s: 2.0 * copy,
+            l2_capacity_bytes: l2_mb * 1024.0 * 1024.0,
+            insts_per_s: fp32 / 2.0,
+            mma_flops_per_s: 0.8 * mma,
+            wgmma_flops_per_s: 0.0,
+            mma_saturating_warps: 4,
+            smem_bytes_per_s: 128.0 * clock_hz * sms as f64,
+            spill_safe_regs: 128,
+            spill_safe_regs_mma: 255,
+            mem_saturating_warps: (max_threads_per_sm / 64).max(16),
+            mem_bytes_in_flight: (copy / sms as f64 * 1e-6).max(4096.0),
+            alu_saturating_warps: 16,
+        }
+    }
+
+    /// sm_80 as the A100 SXM 80 GB publishes it: 108 SMs at 1.41 GHz, 2.04 TB/s HBM2e, 40 MB of
+    /// L2, 19.5 TFLOP/s f32, 312 TFLOP/s dense bf16 tensor cores, 2048 threads and 32 blocks
+    /// per SM (164 KB of shared memory per SM, in the codegen target).
+    pub fn a100(target: Target) -> TargetDesc {
+        TargetDesc::published(target, 108, 1.41e9, 2.039e12, 40.0, 19.5e12, 312e12, (2048, 32))
+    }
+
+    /// sm_86 as the A10 publishes it: 72 SMs at 1.695 GHz, 600 GB/s GDDR6, 6 MB of L2, 31.2
+    /// TFLOP/s f32, 125 TFLOP/s dense bf16 tensor cores, 1536 threads and 16 blocks per SM
+    /// (100 KB of shared memory per SM).
+    pub fn a10(target: Target) -> TargetDesc {
+        TargetDesc::published(target, 72, 1.695e9, 600e9, 6.0, 31.2e12, 125e12, (1536, 16))
+    }
+
+    /// sm_89 as the L40S publishes it: 142 SMs at 2.52 GHz, 864 GB/s GDDR6, 96 MB of L2, 91.6
+    /// TFLOP/s f32, 362 TFLOP/s dense bf16 tensor cores, 1536 threads and 24 blocks per SM
+    /// (100 KB of shared memory per SM).
+    pub fn l40s(target: Target) -> TargetDesc {
+        TargetDesc::published(target, 142, 2.52e9, 864e9, 96.0, 91.6e12, 362e12, (1536, 24))
+    }
+
+    /// The description of a codegen target: the H200's measured figures for sm_90/sm_90a, and
+    /// one representative GPU's published figures for each earlier target (a kernel planned for
+    /// sm_80 is planned for an A100; other GPUs of the same target share its limits per SM,
+    /// which decide feasibility, and differ in rates, which scale every candidate alike).
     pub fn for_target(target: &Target) -> Option<TargetDesc> {
         match target.sm {
             "sm_90" | "sm_90a" => Some(TargetDesc::h200(target.clone())),
+            "sm_80" => Some(TargetDesc::a100(target.clone())),
+            "sm_86" => Some(TargetDesc::a10(target.clone())),
+            "sm_89" => Some(TargetDesc::l40s(target.clone())),
             _ => None,
         }
     }
