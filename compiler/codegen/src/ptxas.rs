@@ -64,28 +64,75 @@ pub fn assemble(ptxas: &Path, ptx: &str, sm: &str) -> Result<(Vec<u8>, Resources
         .prefix("tile-ptxas-")
         .tempdir()
         .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
-    let (src, out) = (dir.path().join("k.ptx"), dir.path().join("k.cubin"));
+    let (src, out, log) = (
+        dir.path().join("k.ptx"),
+        dir.path().join("k.cubin"),
+        dir.path().join("ptxas.log"),
+    );
     std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
-    let run = Command::new(ptxas)
+    // ptxas writes its report to a file, not a pipe: nothing blocks while we wait, and a
+    // flood of messages costs disk, not memory.
+    let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+    let mut child = Command::new(ptxas)
         .arg(format!("-arch={sm}"))
         .arg("-v")
         .arg(&src)
         .arg("-o")
         .arg(&out)
-        .output();
-    match run {
-        Err(e) => Err(format!("cannot run {}: {e}", ptxas.display())),
-        Ok(o) if !o.status.success() => Err(format!(
-            "ptxas rejected the PTX:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        )),
-        Ok(o) => {
-            let report = String::from_utf8_lossy(&o.stderr).into_owned();
-            std::fs::read(&out)
-                .map(|cubin| (cubin, parse_report(&report)))
-                .map_err(|e| e.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > PTXAS_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "ptxas did not finish within {} s; the kernel is too large to assemble (fewer unrolled loops or smaller tiles)",
+                    PTXAS_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            Err(e) => return Err(format!("waiting for ptxas: {e}")),
         }
+    };
+    let report = read_log(&log);
+    if !status.success() {
+        return Err(format!("ptxas rejected the PTX:\n{report}"));
     }
+    std::fs::read(&out)
+        .map(|cubin| (cubin, parse_report(&report)))
+        .map_err(|e| e.to_string())
+}
+
+/// How long one ptxas run may take: the largest example kernels assemble in under a second.
+pub const PTXAS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What ptxas reports is relayed at most this long (its first bytes, then how many more).
+pub const MAX_PTXAS_REPORT: usize = 64 << 10;
+
+/// ptxas's report, cut at [`MAX_PTXAS_REPORT`] bytes (on a line boundary when there is one).
+fn read_log(path: &Path) -> String {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    let total = std::fs::metadata(path).map_or(0, |m| m.len());
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(MAX_PTXAS_REPORT as u64).read_to_end(&mut bytes);
+    }
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if total > bytes.len() as u64 {
+        if let Some(i) = text.rfind('\n') {
+            text.truncate(i + 1);
+        }
+        text.push_str(&format!(
+            "... ({} more bytes of ptxas output)\n",
+            total - text.len() as u64
+        ));
+    }
+    text
 }
 
 /// Reads `ptxas -v` output: "Used 24 registers, used 0 barriers, 16 bytes smem" and

@@ -193,6 +193,102 @@ pub struct Prepared<'k> {
     pub map_of: HashMap<ValueId, usize>,
 }
 
+/// The op defining each value of `k`.
+fn definitions(k: &Kernel) -> HashMap<ValueId, &Op> {
+    let mut m = HashMap::new();
+    fn go<'a>(r: &'a tile_lang::ir::Region, m: &mut HashMap<ValueId, &'a Op>) {
+        for op in &r.ops {
+            for v in &op.results {
+                m.insert(*v, op);
+            }
+            for sub in &op.regions {
+                go(sub, m);
+            }
+        }
+    }
+    go(&k.body, &mut m);
+    m
+}
+
+/// The tensor a descriptor access reads or writes, as the host can size it: the pointer
+/// parameter it is based on and its extents and strides (outermost first), each an argument or
+/// a constant. Whichever way the access is lowered (TMA, or pointer arithmetic), it stays
+/// inside `1 + Σ (dim - 1) * stride` elements of its base when every dimension is positive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockExtent {
+    pub base: usize,
+    pub dims: Vec<HostInt>,
+    pub strides: Vec<HostInt>,
+    /// Where the access is in the source.
+    pub loc: tile_lang::ir::Loc,
+}
+
+impl BlockExtent {
+    /// The elements the tensor spans from its base for integer arguments `int` (by parameter
+    /// index), when they are known and the strides are not negative; 0 when a dimension is
+    /// empty (nothing is accessed).
+    pub fn elements(&self, int: &dyn Fn(usize) -> Option<i64>) -> Option<u64> {
+        let value = |h: &HostInt| match h {
+            HostInt::Param(p) => int(*p),
+            HostInt::Const(c) => Some(*c),
+        };
+        let mut last: i128 = 0;
+        for (d, s) in self.dims.iter().zip(&self.strides) {
+            let (d, s) = (value(d)? as i128, value(s)? as i128);
+            if d <= 0 {
+                return Some(0);
+            }
+            if s < 0 {
+                return None;
+            }
+            last += (d - 1) * s;
+        }
+        u64::try_from(last + 1).ok()
+    }
+}
+
+/// Every descriptor access of `k` whose base is a pointer parameter and whose extents and
+/// strides the host knows: what a launch checks each buffer's length against (the JIT), so that
+/// a block access lowered to pointer arithmetic is held to the tensor it describes as the TMA
+/// engine holds it.
+pub fn block_extents(k: &Kernel) -> Vec<BlockExtent> {
+    if !block::has_blocks(k) {
+        return Vec::new();
+    }
+    let defs = definitions(k);
+    let params: HashMap<ValueId, usize> = k.params.iter().enumerate().map(|(i, p)| (p.value, i)).collect();
+    let mut out: Vec<BlockExtent> = Vec::new();
+    k.walk(&mut |op| {
+        if !matches!(op.kind, OpKind::LoadBlock { .. } | OpKind::StoreBlock { .. }) {
+            return;
+        }
+        let o = block::operands(op);
+        let Some(&base) = params.get(&o.ptr) else {
+            return;
+        };
+        let host = |v: &ValueId| host_int(k, *v, &defs, &params);
+        let (Some(dims), Some(strides)) = (
+            o.shape.iter().map(host).collect::<Option<Vec<_>>>(),
+            o.strides.iter().map(host).collect::<Option<Vec<_>>>(),
+        ) else {
+            return;
+        };
+        let e = BlockExtent {
+            base,
+            dims,
+            strides,
+            loc: op.loc,
+        };
+        if !out
+            .iter()
+            .any(|x| x.base == e.base && x.dims == e.dims && x.strides == e.strides)
+        {
+            out.push(e);
+        }
+    });
+    out
+}
+
 /// Chooses the TMA block loads and stores of `k` and expands every other block access.
 pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec: &[ArgSpec]) -> Prepared<'k> {
     let mut out = Prepared {
@@ -204,21 +300,7 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         return out;
     }
     let plan = GpuPlan::new(k, warps, stages, target);
-    let defs: HashMap<ValueId, &Op> = {
-        let mut m = HashMap::new();
-        fn go<'a>(r: &'a tile_lang::ir::Region, m: &mut HashMap<ValueId, &'a Op>) {
-            for op in &r.ops {
-                for v in &op.results {
-                    m.insert(*v, op);
-                }
-                for sub in &op.regions {
-                    go(sub, m);
-                }
-            }
-        }
-        go(&k.body, &mut m);
-        m
-    };
+    let defs = definitions(k);
     let params: HashMap<ValueId, usize> = k.params.iter().enumerate().map(|(i, p)| (p.value, i)).collect();
     let mut keep = HashSet::new();
     // Loops at the top of the kernel, and directly inside a loop there (a persistent kernel's

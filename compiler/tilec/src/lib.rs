@@ -443,36 +443,9 @@ impl std::fmt::Display for BadInput {
 impl std::error::Error for BadInput {}
 
 fn read(path: &Path) -> anyhow::Result<Source> {
-    use std::io::Read as _;
-    let cannot = |e: std::io::Error| anyhow::anyhow!("cannot read {}: {e}", path.display());
-    // Never more than the limit and one byte: `/dev/zero` or a huge file is refused at once.
-    let limit = syntax::MAX_SOURCE_BYTES;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(cannot)?
-        .take(limit as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if bytes.len() > limit {
-        return Err(BadInput(format!(
-            "{}: larger than {limit} bytes, the limit for a .tile file",
-            path.display()
-        ))
-        .into());
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let offset = e.utf8_error().valid_up_to();
-        let bytes = e.as_bytes();
-        let before = &bytes[..offset];
-        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        // Columns count characters; the prefix of the line is valid UTF-8.
-        let col = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
-        BadInput(format!(
-            "{}:{line}:{col}: not UTF-8 text: byte {:#04x} at offset {offset}; .tile files are UTF-8",
-            path.display(),
-            bytes[offset]
-        ))
+    let text = syntax::read_source(path).map_err(|e| match e {
+        syntax::ReadError::Io { .. } => anyhow::Error::from(e),
+        e => BadInput(e.to_string()).into(),
     })?;
     Ok(Source {
         name: path.display().to_string(),
@@ -971,6 +944,8 @@ pub struct VerifyOptions<'a> {
     pub limits: interp::Limits,
     /// A directory for each case's buffers, `KERNEL-caseN.npz` (created if missing).
     pub save: Option<PathBuf>,
+    /// The file's name, for the locations of diagnostics (`None`: `<source>`).
+    pub file_name: Option<String>,
 }
 
 /// Opens GPU 0 for `sm` and says which GPU it is.
@@ -1020,7 +995,7 @@ pub fn verify_each(text: &str, opts: &VerifyOptions, each: &mut dyn FnMut(CaseRe
     }
     let ast = c.ast.expect("no diagnostics means the file parsed");
     let src = tile_driver::Source {
-        name: "spec".into(),
+        name: opts.file_name.clone().unwrap_or_else(|| "<source>".into()),
         text: text.into(),
         ast,
         parse_time: Default::default(),
@@ -1111,7 +1086,7 @@ fn run_case(
     reference: Option<&Reference>,
     opts: &VerifyOptions,
 ) -> Result<CaseOutcome, String> {
-    let render = |d: Vec<Diagnostic>| diag::render("spec", &src.text, &d);
+    let render = |d: Vec<Diagnostic>| diag::render(&src.name, &src.text, &d);
     let compiled = case_kernel(src, s, case, opts.gpu, opts.rewrite.as_ref())?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed).map_err(|d| render(vec![d]))?;
@@ -1386,7 +1361,7 @@ fn cmd_run(
             "pass --interpret to run on the reference interpreter instead",
         )?)
     };
-    match run::run_file(&src.text, &opts, backend.as_ref()) {
+    match run::run_file(&src.name, &src.text, &opts, backend.as_ref()) {
         Err(e) => {
             writeln!(err, "error: {}: {e}", src.name)?;
             Ok(1)
@@ -1449,6 +1424,7 @@ fn cmd_verify(
             rewrite: rewrite.clone(),
             limits,
             save: save.clone(),
+            file_name: Some(src.name.clone()),
         };
         // Each case is printed as soon as it is verified (the file's name before its first).
         let (mut cases, mut written) = (0usize, Ok(()));

@@ -88,18 +88,16 @@ impl Npz {
 /// Writes `array` as the `.npy` file `path`.
 pub fn write_npy(path: &Path, array: &Array) -> Result<(), String> {
     let what = |e: std::io::Error| format!("{}: {e}", path.display());
-    let file = std::fs::File::create(path).map_err(what)?;
-    let mut file = std::io::BufWriter::new(file);
-    write_array(&mut file, array).map_err(what)?;
-    file.flush().map_err(what)
+    let mut bytes = Vec::new();
+    write_array(&mut bytes, array).map_err(what)?;
+    tile_jit::cache::write_atomic(path, &bytes).map_err(|e| e.to_string())
 }
 
 /// Writes `arrays` as the `.npz` archive `path` (entries stored uncompressed, as `np.savez`
 /// does).
 pub fn write_npz(path: &Path, arrays: &[Array]) -> Result<(), String> {
     let what = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let file = std::fs::File::create(path).map_err(|e| what(&e))?;
-    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(arrays.iter().any(|a| a.data.len() * 8 >= u32::MAX as usize));
@@ -108,8 +106,10 @@ pub fn write_npz(path: &Path, arrays: &[Array]) -> Result<(), String> {
             .map_err(|e| what(&e))?;
         write_array(&mut zip, a).map_err(|e| what(&e))?;
     }
-    let mut inner = zip.finish().map_err(|e| what(&e))?;
-    inner.flush().map_err(|e| what(&e))
+    // Written whole through a new file renamed into place: a link planted at `path` (a shared
+    // /tmp) is replaced, never followed.
+    let bytes = zip.finish().map_err(|e| what(&e))?.into_inner();
+    tile_jit::cache::write_atomic(path, &bytes).map_err(|e| e.to_string())
 }
 
 /// An `.npy` array's values as `dtype` elements: the file's own dtype when it is that one, else
@@ -124,6 +124,25 @@ pub fn read_array(what: &str, bytes: &[u8], dtype: DType) -> Result<Vec<Scalar>,
     if npy.order() == npyz::Order::Fortran {
         return Err(format!(
             "{what}: stored in Fortran (column-major) order; save `np.ascontiguousarray(a)` so the elements are in row-major order"
+        ));
+    }
+    // The header's shape, multiplied without wrapping: (2^62 + 250, 4) is not 1000 elements.
+    let elements = npy
+        .shape()
+        .iter()
+        .try_fold(1u64, |n, d| n.checked_mul(*d))
+        .filter(|n| *n <= (bytes.len() as u64))
+        .ok_or_else(|| {
+            format!(
+                "{what}: the header's shape {:?} holds more elements than the file's {} bytes",
+                npy.shape(),
+                bytes.len()
+            )
+        })?;
+    if elements != npy.len() {
+        return Err(format!(
+            "{what}: the header's shape {:?} does not match its data",
+            npy.shape()
         ));
     }
     let (kind, size) = (ts.type_char(), ts.size_field());

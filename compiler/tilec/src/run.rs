@@ -35,13 +35,14 @@ pub struct RunOptions {
 
 /// Runs the case; returns the outputs' names, dtypes, shapes and values.
 pub fn run_file(
+    name: &str,
     text: &str,
     opts: &RunOptions,
     gpu: Option<&GpuBackend>,
 ) -> Result<Vec<(String, DType, Vec<usize>, Vec<Scalar>)>, String> {
     let c = check_source(text, &vec![]);
     if !c.diags.is_empty() {
-        return Err(tile_lang::diag::render("run", text, &c.diags));
+        return Err(tile_lang::diag::render(name, text, &c.diags));
     }
     let ast = c.ast.expect("no diagnostics means the file parsed");
     let mut kernels: Vec<&str> = Vec::new();
@@ -64,7 +65,7 @@ pub fn run_file(
     // `verify --save` names its files); each keeps its index within its spec for its seed.
     let mut all = Vec::new();
     for s in c.specs.iter().filter(|s| s.kernel == kernel_name) {
-        let cases = spec::cases(s).map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
+        let cases = spec::cases(s).map_err(|d| tile_lang::diag::render(name, text, &[d]))?;
         all.extend(cases.into_iter().enumerate().map(|(i, case)| (s, i, case)));
     }
     let total = all.len();
@@ -77,7 +78,7 @@ pub fn run_file(
     })?;
     let case = &case;
     let src = tile_driver::Source {
-        name: "run".into(),
+        name: name.into(),
         text: text.into(),
         ast,
         parse_time: Default::default(),
@@ -85,9 +86,9 @@ pub fn run_file(
     let compiled = case_kernel(&src, s, case, gpu, None)?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed(&s.kernel, index))
-        .map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
+        .map_err(|d| tile_lang::diag::render(name, text, &[d]))?;
     spec::check_launch_requirements(&src.ast, kernel, &p.args)
-        .map_err(|d| tile_lang::diag::render("run", text, &[d]))?;
+        .map_err(|d| tile_lang::diag::render(name, text, &[d]))?;
     // Each input as (buffer name, where it comes from).
     enum From {
         Npy(PathBuf),

@@ -321,6 +321,17 @@ pub enum ArgError {
         len: u64,
         reach: Reach,
     },
+    #[error("kernel `{kernel}`: argument {} `{param}` has {len} elements, but the tensor descriptor made of it at {}:{} spans {need} ({shape}); pass a buffer that long, or sizes and strides that fit it", .index + 1, .loc.line, .loc.col)]
+    DescriptorTooShort {
+        kernel: String,
+        param: String,
+        index: usize,
+        len: u64,
+        need: u64,
+        /// The descriptor's extents and strides at this launch (`shape [1000, 4096] strides [4096, 1]`).
+        shape: String,
+        loc: tile_lang::ir::Loc,
+    },
     #[error("kernel `{kernel}`: argument {} `{read}` is read-only, and its buffer overlaps the one passed as argument {} `{written}`, which the kernel writes; loads through a read-only argument may run before that argument's stores (ld.global.nc); pass the buffer once, as the `*mut` argument, or pass a copy", .read_index + 1, .written_index + 1)]
     Overlap {
         kernel: String,
@@ -492,6 +503,47 @@ pub fn arg_spec(a: &Arg<'_>) -> ArgSpec {
     }
 }
 
+/// Every descriptor of `extents` (the kernel's block accesses the host can size) fits the
+/// buffer it is based on at this launch of checked `args`: lowered through TMA or through
+/// pointer arithmetic, a descriptor access reads and writes only inside the tensor it describes.
+pub(crate) fn check_extents(
+    kernel: &str,
+    params: &[ParamSig],
+    extents: &[tile_driver::tma::BlockExtent],
+    args: &[Arg<'_>],
+) -> Result<(), ArgError> {
+    for e in extents {
+        let ArgKind::Buffer { bytes, dtype, .. } = args.get(e.base).map(|a| a.kind).unwrap_or(ArgKind::Scalar {
+            dtype: DType::I32,
+            bits: 0,
+        }) else {
+            continue;
+        };
+        let int = |i: usize| args.get(i).and_then(int_arg);
+        let Some(need) = e.elements(&int) else {
+            continue;
+        };
+        let len = bytes / dtype.bytes().max(1) as u64;
+        if need > len {
+            let value = |h: &tile_driver::tma::HostInt| match h {
+                tile_driver::tma::HostInt::Param(p) => int(*p).map_or("?".into(), |v| v.to_string()),
+                tile_driver::tma::HostInt::Const(c) => c.to_string(),
+            };
+            let list = |v: &[tile_driver::tma::HostInt]| v.iter().map(value).collect::<Vec<_>>().join(", ");
+            return Err(ArgError::DescriptorTooShort {
+                kernel: kernel.to_string(),
+                param: params.get(e.base).map_or_else(String::new, |p| p.name.clone()),
+                index: e.base,
+                len,
+                need,
+                shape: format!("shape [{}] strides [{}]", list(&e.dims), list(&e.strides)),
+                loc: e.loc,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The specialisation of a launch packed two bits per argument: the in-memory cache's key on
 /// the hot path, computed without allocating. Only meaningful for checked arguments (at most
 /// [`MAX_PARAMS`] of them).
@@ -530,6 +582,74 @@ pub(crate) fn value(a: &Arg<'_>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A descriptor access is held to the tensor it describes whichever way it is lowered: at
+    /// N = 1000 (no TMA: 2000-byte rows are not 16-element multiples) a too-short A is refused
+    /// as at N = 1040.
+    #[test]
+    fn descriptors_are_checked_against_their_buffers() {
+        use tile_lang::ir::ConstValue;
+        let src = include_str!("../../../dsl-examples/matmul.tile");
+        let ast = tile_lang::syntax::parse(src).unwrap();
+        let bindings = vec![
+            ("BM".to_string(), ConstValue::Int(64)),
+            ("BN".to_string(), ConstValue::Int(64)),
+            ("BK".to_string(), ConstValue::Int(32)),
+        ];
+        let k = tile_lang::check::check_kernel(src, &ast, "matmul_tma", &bindings).unwrap();
+        let extents = tile_driver::tma::block_extents(&k);
+        assert_eq!(extents.len(), 3, "{extents:?}");
+        let params: Vec<ParamSig> = k
+            .params
+            .iter()
+            .map(|p| ParamSig {
+                name: p.name.clone(),
+                elem: p.elem,
+                reach: None,
+            })
+            .collect();
+        let buf = |elements: u64| {
+            Arg::new(ArgKind::Buffer {
+                addr: 1 << 34,
+                bytes: elements * 2,
+                dtype: DType::BF16,
+                mutable: true,
+            })
+        };
+        let (m, n, kk) = (256u64, 1000u64, 512u64);
+        let args = |a_len: u64| {
+            [
+                buf(a_len),
+                buf(kk * n),
+                buf(m * n),
+                Arg::i32(m as i32),
+                Arg::i32(n as i32),
+                Arg::i32(kk as i32),
+                Arg::i32(kk as i32),
+                Arg::i32(1),
+                Arg::i32(n as i32),
+                Arg::i32(1),
+                Arg::i32(n as i32),
+                Arg::i32(1),
+            ]
+        };
+        assert_eq!(check_extents("matmul_tma", &params, &extents, &args(m * kk)), Ok(()));
+        let e = check_extents("matmul_tma", &params, &extents, &args(m * kk - 1)).unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "kernel `matmul_tma`: argument 1 `a` has {} elements, but the tensor descriptor made of it at",
+                m * kk - 1
+            )) && e
+                .to_string()
+                .contains("spans 131072 (shape [256, 512] strides [512, 1])"),
+            "{e}"
+        );
+        // Nothing to access: an empty K reads nothing of A.
+        let mut empty = args(0);
+        empty[5] = Arg::i32(0);
+        empty[6] = Arg::i32(0);
+        assert_eq!(check_extents("matmul_tma", &params, &extents[..1], &empty), Ok(()));
+    }
 
     fn sig(params: &[(&str, Elem)]) -> Vec<ParamSig> {
         params

@@ -217,15 +217,81 @@ pub struct DiskCache {
 /// The default bound of a disk cache: 2 GiB (`TILE_CACHE_MAX_BYTES` sets another).
 pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
 
+/// The size bound `TILE_CACHE_MAX_BYTES` sets: unset, the default; a byte count (digits, with
+/// an optional `K`, `M` or `G` suffix, powers of 1024) otherwise; anything else is an error
+/// naming the value (a typo must not silently mean 2 GiB).
+pub fn max_bytes_from_env() -> Result<u64, String> {
+    match std::env::var("TILE_CACHE_MAX_BYTES") {
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_BYTES),
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+            "TILE_CACHE_MAX_BYTES={}: not a byte count (write e.g. 1073741824 or 1G)",
+            v.to_string_lossy()
+        )),
+        Ok(v) => parse_bytes(&v).ok_or_else(|| {
+            format!(
+                "TILE_CACHE_MAX_BYTES={}: not a byte count (write e.g. 1073741824 or 1G)",
+                v.chars().take(64).collect::<String>()
+            )
+        }),
+    }
+}
+
+/// `1073741824`, `512M`, `2G` (powers of 1024); `None` for anything else or an overflow.
+fn parse_bytes(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (digits, scale) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&v[..i], 1 << 20),
+        (i, 'g' | 'G') => (&v[..i], 1 << 30),
+        _ => (v, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+/// Whether `stem` is a cache key's file stem (64 lowercase hex digits): the only files the
+/// cache reads or removes, so that a directory holding other files (a `tilec compile -o DIR/`
+/// folder, say) loses none of them.
+fn is_key_stem(stem: &str) -> bool {
+    stem.len() == 64 && stem.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The most a cache file may hold (metadata: a few hundred bytes; a cubin: megabytes): reads
+/// stop there, so a file replaced by a link to `/dev/zero` is corrupt, not a hang.
+const MAX_META_BYTES: u64 = 64 << 10;
+const MAX_PAYLOAD_BYTES: u64 = 512 << 20;
+
+/// Reads a regular file (links are not followed into devices: the file must be regular), at
+/// most `limit` bytes; more is an error.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
 impl DiskCache {
+    /// A cache in `dir` with the size bound `TILE_CACHE_MAX_BYTES` sets (the default when it is
+    /// unset or not a byte count; `Jit::new` refuses a value that is not one).
     pub fn new(dir: impl Into<PathBuf>) -> DiskCache {
-        let max_bytes = std::env::var("TILE_CACHE_MAX_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_MAX_BYTES);
         DiskCache {
             dir: dir.into(),
-            max_bytes,
+            max_bytes: max_bytes_from_env().unwrap_or(DEFAULT_MAX_BYTES),
         }
     }
 
@@ -250,7 +316,7 @@ impl DiskCache {
             let Some((stem, ext)) = name.split_once('.') else {
                 continue;
             };
-            if !m.is_file() || stem.is_empty() || !matches!(ext, "meta" | "ptx" | "cubin") {
+            if !m.is_file() || !is_key_stem(stem) || !matches!(ext, "meta" | "ptx" | "cubin") {
                 continue;
             }
             let slot = entries.entry(stem.to_string()).or_insert((0, std::time::UNIX_EPOCH));
@@ -266,6 +332,12 @@ impl DiskCache {
         for (stem, (bytes, _)) in oldest_first {
             if total <= self.max_bytes {
                 break;
+            }
+            // Only entries this cache wrote: their metadata opens with its format line.
+            let ours = read_bounded(&self.dir.join(format!("{stem}.meta")), MAX_META_BYTES)
+                .is_ok_and(|m| m.starts_with(b"format="));
+            if !ours {
+                continue;
             }
             for ext in ["meta", "ptx", "cubin"] {
                 let _ = std::fs::remove_file(self.dir.join(format!("{stem}.{ext}")));
@@ -289,7 +361,7 @@ impl DiskCache {
             .filter(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                name.starts_with('.') && name.contains(".tmp.")
+                is_cache_temporary(&name)
             })
             .filter(|e| {
                 e.metadata()
@@ -311,7 +383,7 @@ impl DiskCache {
     /// Reads the entry of `key`. Never fails: a missing entry is a miss, and anything wrong
     /// with an existing one (unreadable, truncated, altered) is reported as corrupt.
     pub fn load(&self, key: &CacheKey) -> Lookup {
-        let meta = match std::fs::read(self.path(key, "meta")) {
+        let meta = match read_bounded(&self.path(key, "meta"), MAX_META_BYTES) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Miss,
             Err(e) => return Lookup::Corrupt(format!("metadata unreadable: {e}")),
@@ -356,8 +428,12 @@ impl DiskCache {
             return Err("metadata belongs to another key".into());
         }
         let payload = |ext: &str| -> Result<Vec<u8>, String> {
-            let bytes = std::fs::read(self.path(key, ext)).map_err(|e| format!("{ext} unreadable: {e}"))?;
-            if bytes.len() as u64 != number(&format!("{ext}_len"))? {
+            let len = number(&format!("{ext}_len"))?;
+            if len > MAX_PAYLOAD_BYTES {
+                return Err(format!("{ext} would have {len} bytes, more than a kernel has"));
+            }
+            let bytes = read_bounded(&self.path(key, ext), len).map_err(|e| format!("{ext} unreadable: {e}"))?;
+            if bytes.len() as u64 != len {
                 return Err(format!("{ext} has {} bytes; the metadata says otherwise", bytes.len()));
             }
             if hex(&Sha256::digest(&bytes)) != field(&format!("{ext}_sha256"))? {
@@ -452,11 +528,33 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheWriteError> {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    // `create_new` refuses a path that exists, a link planted there included: the bytes go to a
+    // new file of this process's, and the rename replaces `path` itself (a link at `path` is
+    // replaced, never followed).
+    let write = || -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut f = std::fs::File::options().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    };
+    let result = write();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result.map_err(err)
+}
+
+/// Whether `name` is a temporary file `write_atomic` made for a cache file (`.KEY.EXT.tmp.PID.N`).
+fn is_cache_temporary(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else {
+        return false;
+    };
+    let Some((file, _)) = rest.split_once(".tmp.") else {
+        return false;
+    };
+    file.split_once('.')
+        .is_some_and(|(stem, ext)| is_key_stem(stem) && matches!(ext, "meta" | "ptx" | "cubin" | "tune"))
 }
 
 #[cfg(test)]
@@ -900,20 +998,86 @@ pub(crate) mod tests {
         let dir = TempDir::new("prune");
         let cache = DiskCache::new(&dir.0);
         cache.store(&key(7), &entry(true)).unwrap();
-        let stale = dir.0.join(".k.ptx.tmp.1.0");
-        let fresh = dir.0.join(".k.ptx.tmp.2.0");
-        std::fs::write(&stale, b"half written").unwrap();
-        std::fs::write(&fresh, b"being written").unwrap();
+        let k = key(8).hex();
+        let stale = dir.0.join(format!(".{k}.ptx.tmp.1.0"));
+        let fresh = dir.0.join(format!(".{k}.ptx.tmp.2.0"));
+        // Someone else's old dotfile that merely looks temporary stays.
+        let theirs = dir.0.join(".notes.txt.tmp.1.0");
+        for (p, text) in [(&stale, "half written"), (&fresh, "being written"), (&theirs, "mine")] {
+            std::fs::write(p, text).unwrap();
+        }
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
-        std::fs::File::options()
-            .write(true)
-            .open(&stale)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        for p in [&stale, &theirs] {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
         assert_eq!(cache.prune_temporaries(std::time::Duration::from_secs(3600)), 1);
-        assert!(!stale.exists() && fresh.exists());
+        assert!(!stale.exists() && fresh.exists() && theirs.exists());
         assert_eq!(cache.load(&key(7)), Lookup::Hit(entry(true)));
+    }
+
+    /// Eviction removes only the cache's own entries: a directory that also holds a user's PTX
+    /// (a `tilec compile -o DIR/` folder) keeps it, however far over the bound it is.
+    #[test]
+    fn eviction_leaves_files_it_did_not_write() {
+        let dir = TempDir::new("evict-theirs");
+        let theirs = ["matmul.ptx", "notes.meta", "x.cubin"].map(|n| dir.0.join(n));
+        for p in &theirs {
+            std::fs::write(p, vec![b'x'; 4096]).unwrap();
+        }
+        // A key-shaped file without the cache's metadata is not the cache's either.
+        let lookalike = dir.0.join(format!("{}.ptx", key(9).hex()));
+        std::fs::write(&lookalike, b"user ptx").unwrap();
+        let cache = DiskCache::new(&dir.0).with_max_bytes(1);
+        cache.store(&key(1), &entry(false)).unwrap();
+        cache.evict();
+        assert!(theirs.iter().all(|p| p.exists()) && lookalike.exists());
+        assert_eq!(cache.load(&key(1)), Lookup::Miss);
+    }
+
+    /// Reads are bounded and never follow a link into a device; writes never follow a link
+    /// planted where their temporary file or their destination goes.
+    #[test]
+    fn links_and_endless_files_are_not_followed() {
+        let dir = TempDir::new("links");
+        let cache = DiskCache::new(&dir.0);
+        let k = key(3);
+        cache.store(&k, &entry(false)).unwrap();
+        let meta = dir.0.join(format!("{}.meta", k.hex()));
+        std::fs::remove_file(&meta).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &meta).unwrap();
+        assert!(matches!(cache.load(&k), Lookup::Corrupt(_)));
+        // A destination that is a link to a file elsewhere: the link is replaced, its target kept.
+        let outside = dir.0.join("outside.txt");
+        std::fs::write(&outside, b"keep me").unwrap();
+        let dest = dir.0.join("dest.bin");
+        std::os::unix::fs::symlink(&outside, &dest).unwrap();
+        write_atomic(&dest, b"new").unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"keep me");
+        assert_eq!(std::fs::read(&dest).unwrap(), b"new");
+        assert!(!std::fs::symlink_metadata(&dest).unwrap().file_type().is_symlink());
+    }
+
+    #[test]
+    fn cache_bounds_are_byte_counts() {
+        assert_eq!(parse_bytes("1073741824"), Some(1 << 30));
+        assert_eq!(parse_bytes("512M"), Some(512 << 20));
+        assert_eq!(parse_bytes("2g"), Some(2 << 30));
+        for bad in [
+            "",
+            "-1",
+            "garbage",
+            "1.5G",
+            "G",
+            "99999999999999999999",
+            "18446744073709551615G",
+        ] {
+            assert_eq!(parse_bytes(bad), None, "{bad}");
+        }
     }
 
     #[test]

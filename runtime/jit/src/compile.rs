@@ -44,6 +44,10 @@ pub enum JitError {
     },
     #[error("kernel `{kernel}`: {message}")]
     Config { kernel: String, message: String },
+    /// An environment variable the JIT reads holds something it cannot use (the message names
+    /// the variable, the value and what would be valid).
+    #[error("{0}")]
+    Environment(String),
     /// The launch breaks one of the kernel's `#[requires(..)]` clauses (rendered with the
     /// clause's line and the values it read).
     #[error("kernel `{kernel}`: {rendered}")]
@@ -80,9 +84,12 @@ impl Program {
             Source::Static(t) => ("<embedded source>".to_string(), t.to_string()),
             Source::Text { name, text } => (name, text),
             Source::File(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| JitError::Read {
+                let text = tile_lang::syntax::read_source(&path).map_err(|e| JitError::Read {
                     path: path.clone(),
-                    message: e.to_string(),
+                    message: match e {
+                        tile_lang::syntax::ReadError::Io { message, .. } => message,
+                        e => e.to_string(),
+                    },
                 })?;
                 (path.display().to_string(), text)
             }
@@ -152,6 +159,9 @@ pub(crate) struct Plan {
     /// The parameters (by index) that computed compile-time values read: their exact values
     /// select the plan, as a launch's buckets do.
     pub computed_reads: Vec<usize>,
+    /// The kernel's descriptor accesses the host can size: every launch checks its buffers
+    /// against them (`args::check_extents`).
+    pub extents: Vec<tile_driver::tma::BlockExtent>,
     pub num_warps: u32,
     pub num_stages: u32,
     pub target: Target,
@@ -414,6 +424,7 @@ fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Pla
     });
     let num_warps = config.num_warps;
     let num_stages = config.num_stages;
+    let extents = tile_driver::tma::block_extents(&kernel);
     Ok((
         Plan {
             kernel,
@@ -421,6 +432,7 @@ fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Pla
             grid,
             requires,
             computed_reads,
+            extents,
             num_warps,
             num_stages,
             target: target.clone(),

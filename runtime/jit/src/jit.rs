@@ -166,6 +166,9 @@ impl Jit {
     /// A JIT for `source` on `gpu`. Reads a file source now; parses and compiles nothing until a
     /// kernel is asked for.
     pub fn new(gpu: &Gpu, source: Source, opts: JitOptions) -> Result<Jit, JitError> {
+        if opts.cache_dir.is_some() {
+            crate::cache::max_bytes_from_env().map_err(JitError::Environment)?;
+        }
         let cc = gpu.compute_capability()?;
         let target = match opts.target {
             Some(t) => {
@@ -771,8 +774,10 @@ impl JitKernel {
         Ok(plan)
     }
 
-    /// The kernel's `#[requires(..)]` clauses under `plan`'s constants and `args`.
+    /// The kernel's `#[requires(..)]` clauses under `plan`'s constants and `args`, and its
+    /// descriptors against the buffers they are made of.
     fn check_requires(&self, plan: &Plan, args: &[Arg<'_>]) -> Result<(), JitError> {
+        args::check_extents(&plan.kernel.name, &plan.params, &plan.extents, args)?;
         if plan.requires.is_empty() {
             return Ok(());
         }

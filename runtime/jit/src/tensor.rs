@@ -87,8 +87,16 @@ fn as_bytes_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
 }
 
-/// Typed device memory a kernel can take as a `*T` argument ([`Arg::buf`](crate::Arg::buf)).
-pub trait DeviceMemory {
+mod memory_seal {
+    /// Only this crate's tensors are device memory: a launch trusts their address and length
+    /// (a safe function may not hand a kernel address 0 or a length it does not have).
+    pub trait Sealed {}
+}
+
+/// Typed device memory a kernel can take as a `*T` argument ([`Arg::buf`](crate::Arg::buf)):
+/// [`DeviceTensor`] and [`GrowableTensor`]. The trait is sealed — its address and length are
+/// what every launch checks its arguments against, so no type outside this crate implements it.
+pub trait DeviceMemory: memory_seal::Sealed {
     type Elem: Element;
     /// The device address of the first element.
     fn device_ptr(&self) -> u64;
@@ -254,6 +262,8 @@ impl<T: Element> DeviceTensor<T> {
     }
 }
 
+impl<T: Element> memory_seal::Sealed for DeviceTensor<T> {}
+
 impl<T: Element> DeviceMemory for DeviceTensor<T> {
     type Elem = T;
     fn device_ptr(&self) -> u64 {
@@ -400,6 +410,8 @@ impl<T: Element> GrowableTensor<T> {
         unsafe { self.gpu.upload_raw(addr, as_bytes(data)) }
     }
 }
+
+impl<T: Element> memory_seal::Sealed for GrowableTensor<T> {}
 
 impl<T: Element> DeviceMemory for GrowableTensor<T> {
     type Elem = T;

@@ -288,7 +288,7 @@ impl TuneCache {
     }
 
     pub fn load(&self, key: &TuneKey) -> TuneLookup {
-        match std::fs::read(self.path(key)) {
+        match cache::read_bounded(&self.path(key), 64 << 10) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TuneLookup::Miss,
             Err(e) => TuneLookup::Corrupt(format!("unreadable: {e}")),
             Ok(bytes) => match String::from_utf8(bytes) {

@@ -40,15 +40,13 @@ pub fn expand(input: TokenStream, base: &Path) -> TokenStream {
     };
     let rel = input.path.value();
     let file = base.join(&rel);
-    let text = match std::fs::read_to_string(&file) {
+    let text = match syntax::read_source(&file) {
         Ok(t) => t,
-        Err(e) => {
-            let message = format!(
-                "cannot read {}: {e} (the path is relative to the directory of the crate's Cargo.toml)",
-                file.display()
-            );
+        Err(e @ syntax::ReadError::Io { .. }) => {
+            let message = format!("{e} (the path is relative to the directory of the crate's Cargo.toml)");
             return syn::Error::new(input.path.span(), message).to_compile_error();
         }
+        Err(e) => return syn::Error::new(input.path.span(), e.to_string()).to_compile_error(),
     };
     let abs = file.to_string_lossy().into_owned();
     match module(&input, &rel, &abs, &text) {

@@ -100,8 +100,10 @@ fn names<'e>(e: &'e Expr, out: &mut Vec<&'e str>) {
     }
 }
 
-/// Whether `c`'s default is computed from the launch: an expression that reads an integer
-/// scalar parameter of `def`.
+/// Whether `c`'s default is evaluated in the launch expression language rather than by the
+/// checker: an expression that reads an integer scalar parameter of `def` (computed from the
+/// launch), or one that calls `next_pow2`, which only that language has (`const BD: i32 =
+/// next_pow2(D)`).
 pub fn is_computed(def: &ast::FnDef, c: &ast::ConstParam) -> bool {
     let ast::ConstValueSpec::Default(e) = &c.value else {
         return false;
@@ -110,6 +112,17 @@ pub fn is_computed(def: &ast::FnDef, c: &ast::ConstParam) -> bool {
     names(e, &mut read);
     read.iter()
         .any(|n| def.params.iter().any(|p| p.name.name == *n && is_int_param(p)))
+        || calls(e, "next_pow2")
+}
+
+/// Whether `e` calls function `f`.
+fn calls(e: &Expr, f: &str) -> bool {
+    match &e.kind {
+        ExprKind::Call { func, args } => func.name == f || args.iter().any(|a| calls(&a.value, f)),
+        ExprKind::Paren(x) | ExprKind::Unary(_, x) => calls(x, f),
+        ExprKind::Binary(_, a, b) => calls(a, f) || calls(b, f),
+        _ => false,
+    }
 }
 
 /// Whether some computed compile-time value of `def` reads parameter `param`.
@@ -360,7 +373,8 @@ mod tests {
     }
 
     const K: &str = "#[requires(n <= BLOCK && n % 4 == 0, \"why\")]\n\
-        kernel k<const R: i32 = 2, const BLOCK: i32 = next_pow2(n) * R, const F: f32 = 1.5>(x: *f32, n: i32, m: i64, s: f32) {}\n";
+        kernel k<const R: i32 = 2, const BLOCK: i32 = next_pow2(n) * R, const F: f32 = 1.5, const D: i32 = 96, \
+        const BD: i32 = next_pow2(D)>(x: *f32, n: i32, m: i64, s: f32) {}\n";
 
     #[test]
     fn buckets_are_powers_of_two_with_small_values_their_own() {
@@ -374,18 +388,23 @@ mod tests {
     #[test]
     fn computed_values_read_the_launch_and_earlier_values() {
         let def = kernel(K);
-        assert_eq!(computed_names(&def), ["BLOCK"]);
+        assert_eq!(computed_names(&def), ["BLOCK", "BD"]);
         assert!(computed_read(&def, "n") && !computed_read(&def, "m") && !computed_read(&def, "x"));
         assert!(check_forms(&def).is_empty(), "{:?}", check_forms(&def));
-        let consts = vec![("R".to_string(), ConstValue::Int(2))];
+        let consts = vec![
+            ("R".to_string(), ConstValue::Int(2)),
+            ("D".to_string(), ConstValue::Int(96)),
+        ];
+        let bd = ("BD".to_string(), ConstValue::Int(128));
         let at = |n| computed_consts(&def, &consts, &Sizes(vec![("n".into(), n)])).unwrap();
-        assert_eq!(at(1000), [("BLOCK".to_string(), ConstValue::Int(2048))]);
-        assert_eq!(at(1), [("BLOCK".to_string(), ConstValue::Int(2))]);
+        assert_eq!(at(1000), [("BLOCK".to_string(), ConstValue::Int(2048)), bd.clone()]);
+        assert_eq!(at(1), [("BLOCK".to_string(), ConstValue::Int(2)), bd.clone()]);
         // Without a launch, integers count as 4096; a bound value is kept.
         let none = computed_consts(&def, &consts, &Sizes::default()).unwrap();
-        assert_eq!(none, [("BLOCK".to_string(), ConstValue::Int(8192))]);
-        let bound = vec![("BLOCK".to_string(), ConstValue::Int(64))];
-        assert!(computed_consts(&def, &bound, &Sizes::default()).unwrap().is_empty());
+        assert_eq!(none, [("BLOCK".to_string(), ConstValue::Int(8192)), bd.clone()]);
+        let mut bound = consts.clone();
+        bound.push(("BLOCK".to_string(), ConstValue::Int(64)));
+        assert_eq!(computed_consts(&def, &bound, &Sizes::default()).unwrap(), [bd]);
     }
 
     #[test]
