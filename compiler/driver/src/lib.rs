@@ -27,6 +27,7 @@ use tile_lang::{check, syntax};
 
 pub use tile_codegen::ptxas::Resources;
 pub use tile_codegen::{ArgSpec, CodegenError, CompileOptions, Compiled, TARGETS, Target, target};
+pub use tile_gir::Refusal;
 pub use tile_gir::assign::GpuPlan;
 pub use tile_gir::tma;
 pub use tile_opt::config::{Choice, Config, ConfigError, LaunchProblem, Pins, TargetDesc, Verdict};
@@ -192,6 +193,9 @@ pub struct Compilation {
     /// PTX and what follows, when the pipeline ran that far.
     pub lowered: Option<Lowered>,
     pub timings: Timings,
+    /// Fast paths the source asked for (`#[warp_specialize]`) that the plan refused, and why:
+    /// `tilec compile` prints them as warnings at the loop.
+    pub refused: Vec<tile_gir::Refusal>,
 }
 
 impl Compilation {
@@ -268,6 +272,7 @@ pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation,
         rewritten: None,
         lowered: None,
         timings,
+        refused: Vec::new(),
     };
     if until < Stage::Rewrite {
         return Ok(c);
@@ -287,6 +292,7 @@ pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation,
         specialization: req.specialization.clone(),
         debug: false,
     };
+    c.refused = asked_but_refused(c.kernel(), &options);
     let ptxas = if until >= Stage::Cubin {
         req.ptxas.as_deref()
     } else {
@@ -331,6 +337,27 @@ pub fn lower(kernel: &Kernel, options: &CompileOptions, ptxas: Option<&Path>) ->
         codegen_time,
         ptxas_time,
     })
+}
+
+/// The fast paths `kernel`'s source asks for (a loop's `#[warp_specialize]`) that its plan
+/// under `options` refuses; empty (and nothing planned) when it asks for none.
+pub fn asked_but_refused(kernel: &Kernel, options: &CompileOptions) -> Vec<tile_gir::Refusal> {
+    let mut asks = false;
+    kernel.walk(&mut |op| {
+        asks |= matches!(
+            op.kind,
+            tile_lang::ir::OpKind::For {
+                warp_specialize: Some(true),
+                ..
+            }
+        )
+    });
+    if !asks {
+        return Vec::new();
+    }
+    let p = prepare_blocks(kernel, options);
+    let plan = GpuPlan::new(&p.kernel, options.num_warps, options.num_stages, &options.target);
+    plan.refusals.into_iter().filter(|r| r.asked).collect()
 }
 
 /// ptxas: `TILE_PTXAS`, the project's `.tools/`, else `PATH`.

@@ -60,6 +60,8 @@ pub struct GpuPlan {
     broadcasts: HashSet<ValueId>,
     /// The op defining each single-result value (ops without regions).
     defs: HashMap<ValueId, Op>,
+    /// Fast paths the plan did not take (pipelining, producer warpgroups) and why.
+    pub refusals: Vec<crate::Refusal>,
 }
 
 /// The most ops a broadcast's source may take to be computed again at each result index (in
@@ -179,7 +181,7 @@ impl GpuPlan {
             );
         }
         let mmas: HashMap<ValueId, MmaPlan> = p.dots.iter().filter_map(|(v, d)| Some((*v, d.clone().ok()?))).collect();
-        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b);
+        (p.pipelines, p.pipeline_bytes) = crate::pipeline::plan(k, stages, &mmas, &p.transposed_b, &mut p.refusals);
         if p.dots.is_empty() {
             p.rows = row_layout(k, p.threads, p.max_vec);
             if let Some(l) = p.rows.clone() {
@@ -205,6 +207,19 @@ impl GpuPlan {
         if p.pipeline_bytes > 0 && p.pipelines.values().all(|l| l.loads.iter().all(|s| s.dot.is_none())) {
             let (inside, _) = crate::estimate::scratch_needs(k, &p);
             if p.pipeline_bytes + inside > target.max_smem_per_block {
+                let (bytes, limit) = (p.pipeline_bytes + inside, target.max_smem_per_block);
+                k.walk(&mut |op| {
+                    if matches!(op.kind, OpKind::For { .. }) && p.pipelines.contains_key(&op.regions[0].args[0]) {
+                        p.refusals.push(crate::Refusal {
+                            loc: op.loc,
+                            path: "pipelining",
+                            why: format!(
+                                "its stages and the scratch beside them take {bytes} B of shared memory, over the {limit} B a block may use (fewer stages or a smaller block fit)"
+                            ),
+                            asked: false,
+                        });
+                    }
+                });
                 p.pipelines.clear();
                 p.pipeline_bytes = 0;
                 p.reduction_slot = crate::estimate::reduction_slot(k, &p);
@@ -218,7 +233,16 @@ impl GpuPlan {
                 && p.pipeline_bytes.max(outside) <= target.max_smem_per_block;
             // Warp specialisation, once the kernel's shared memory is known.
             let smem = crate::estimate::smem_bytes_in(k, &p);
-            crate::pipeline::specialize(k, &mut p.pipelines, &mmas, warps, target, smem, p.alias_scratch);
+            crate::pipeline::specialize(
+                k,
+                &mut p.pipelines,
+                &mmas,
+                warps,
+                target,
+                smem,
+                p.alias_scratch,
+                &mut p.refusals,
+            );
             crate::pipeline::multicast(k, &mut p.pipelines, target);
         }
         p

@@ -14,6 +14,27 @@ pub mod mma;
 pub mod pipeline;
 pub mod tma;
 
+/// A fast path the plan did not take, and the rule that refused it: `--emit gir` and `tilec
+/// explain` print them, and a refusal of what the source asked for (`#[warp_specialize]`) is a
+/// warning at the loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The op the refusal is about (a loop, a load, a dot).
+    pub loc: tile_lang::ir::Loc,
+    /// What was refused: `TMA`, `producer warpgroup`, `pipelining`.
+    pub path: &'static str,
+    /// Why, and what would make it apply.
+    pub why: String,
+    /// Whether the source asked for it (`#[warp_specialize(true)]`).
+    pub asked: bool,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: no {}: {}", self.loc.line, self.loc.col, self.path, self.why)
+    }
+}
+
 /// A target name that is not one of [`TARGETS`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("unknown target `{name}`; known targets: {known}")]

@@ -47,9 +47,9 @@ use std::collections::{HashMap, HashSet};
 
 use tile_lang::ir::{ConstValue, DType, Elem, Evict, Kernel, Op, OpKind, Region, ValueId};
 
-use crate::Target;
 use crate::mma::{Instr, MmaPlan};
 use crate::tma::TmaBoxes;
+use crate::{Refusal, Target};
 
 /// A load whose tile is copied ahead into shared memory: for a tensor-core `dot`, or in a loop
 /// without one, to be read back where the load stands.
@@ -234,6 +234,7 @@ pub fn plan(
     stages: u32,
     dots: &HashMap<ValueId, MmaPlan>,
     transposed_b: &HashMap<ValueId, ValueId>,
+    refusals: &mut Vec<Refusal>,
 ) -> (HashMap<ValueId, LoopPipeline>, u32) {
     let mut uses: HashMap<ValueId, usize> = HashMap::new();
     k.walk(&mut |op| {
@@ -284,9 +285,32 @@ pub fn plan(
     let planned: Vec<(Op, Option<LoopPipeline>)> = loops
         .into_iter()
         .map(|(op, s, plain)| {
-            let p = (s >= 2)
-                .then(|| plan_loop(k, &op, s, dots, transposed_b, &uses, &consts, plain.then_some(&origins)))
-                .flatten();
+            if s < 2 {
+                return (op, None);
+            }
+            let mut notes = Vec::new();
+            let p = match plan_loop(
+                k,
+                &op,
+                s,
+                dots,
+                transposed_b,
+                (&uses, &consts),
+                plain.then_some(&origins),
+                &mut notes,
+            ) {
+                Ok(p) => Some(p),
+                Err(why) => {
+                    notes.push(Refusal {
+                        loc: op.loc,
+                        path: "pipelining",
+                        why: format!("the loop runs unpipelined (for {s} stages): {why}"),
+                        asked: false,
+                    });
+                    None
+                }
+            };
+            refusals.extend(notes);
             (op, p)
         })
         .collect();
@@ -335,6 +359,7 @@ pub fn plan(
 /// (`alias_scratch`): the producer fills them for the next tile meanwhile. Then a loop of
 /// fewer than 4 stages keeps a wgmma in flight only under a producer. Its consumers take
 /// turns issuing the loop's wgmma where [`pingpong`] says so.
+#[allow(clippy::too_many_arguments)]
 pub fn specialize(
     k: &Kernel,
     loops: &mut HashMap<ValueId, LoopPipeline>,
@@ -343,13 +368,44 @@ pub fn specialize(
     target: &Target,
     smem: u32,
     alias_scratch: bool,
+    refusals: &mut Vec<Refusal>,
 ) {
+    let refuse = |op: &Op, why: String| {
+        let asked = matches!(
+            op.kind,
+            OpKind::For {
+                warp_specialize: Some(true),
+                ..
+            }
+        );
+        Refusal {
+            loc: op.loc,
+            path: "producer warpgroup",
+            why,
+            asked,
+        }
+    };
     // The threads of a kernel with cluster reductions all meet at the cluster's barriers,
     // which a producer warpgroup running its own loop would never reach.
     if crate::cluster::ClusterSlots::of(k).is_some() {
+        k.walk(&mut |op| {
+            if matches!(
+                op.kind,
+                OpKind::For {
+                    warp_specialize: Some(true),
+                    ..
+                }
+            ) {
+                refusals.push(refuse(
+                    op,
+                    "the kernel has cluster reductions, which every thread of a program meets".into(),
+                ));
+            }
+        });
         return;
     }
     let one_block = target.blocks_by_smem(smem) < 2;
+    let mut given = false;
     'give: for (at, op) in k.body.ops.iter().enumerate() {
         let OpKind::For { .. } = op.kind else { continue };
         // The loop itself, else a loop directly inside it (with the outer loop as its tile loop).
@@ -374,19 +430,51 @@ pub fn specialize(
                 continue;
             };
             let Some(p) = loops.get_mut(&ring.regions[0].args[0]) else {
+                if warp_specialize == Some(true) {
+                    refusals.push(refuse(
+                        ring,
+                        "the loop is not pipelined (see its pipelining note)".into(),
+                    ));
+                }
                 continue;
             };
-            if warp_specialize.unwrap_or(one_block) && p.ring() {
-                let outer = ring_at.map(|j| (at, j));
-                p.producer = producer(k, outer, ring, p, warps, target);
-                if let Some(pr) = &mut p.producer {
+            if !p.ring() {
+                if warp_specialize == Some(true) || (one_block && p.tma()) {
+                    refusals.push(refuse(
+                        ring,
+                        "not every staged load of the loop is copied by TMA (a producer issues TMA copies only; see the TMA notes)".into(),
+                    ));
+                }
+                continue;
+            }
+            if !warp_specialize.unwrap_or(one_block) {
+                refusals.push(refuse(
+                    ring,
+                    if warp_specialize == Some(false) {
+                        "`#[warp_specialize(false)]`".into()
+                    } else {
+                        format!(
+                            "the kernel's {smem} B of shared memory leave room for {} blocks per SM, where warps of other blocks hide the copies; `#[warp_specialize]` on the loop asks for one",
+                            target.blocks_by_smem(smem)
+                        )
+                    },
+                ));
+                continue;
+            }
+            let outer = ring_at.map(|j| (at, j));
+            match producer(k, outer, ring, p, warps, target) {
+                Ok(mut pr) => {
                     pr.pingpong = pingpong(ring, asked, warps, dots);
+                    p.producer = Some(pr);
                     p.ahead = p.stages;
+                    given = true;
                     break 'give;
                 }
+                Err(why) => refusals.push(refuse(ring, why)),
             }
         }
     }
+    let _ = given;
     // With 3 stages, a wgmma stays in flight only where a producer guards the refills.
     for p in loops.values_mut() {
         if p.stages < 4 && p.producer.is_none() && !p.async_dots.is_empty() {
@@ -449,18 +537,31 @@ pub fn multicast(k: &Kernel, loops: &mut HashMap<ValueId, LoopPipeline>, target:
     }
 }
 
+/// The pipeline of loop `op`, or why it has none; `notes` gets the dot operands it does not
+/// stage and why (the loop may still be pipelined for the others).
+#[allow(clippy::too_many_arguments)]
 fn plan_loop(
     k: &Kernel,
     op: &Op,
     stages: u32,
     dots: &HashMap<ValueId, MmaPlan>,
     transposed_b: &HashMap<ValueId, ValueId>,
-    uses: &HashMap<ValueId, usize>,
-    zero: &HashMap<ValueId, bool>,
+    (uses, zero): (&HashMap<ValueId, usize>, &HashMap<ValueId, bool>),
     plain: Option<&Origins>,
-) -> Option<LoopPipeline> {
+    notes: &mut Vec<Refusal>,
+) -> Result<LoopPipeline, String> {
     let body = &op.regions[0];
-    let yield_op = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield))?;
+    let yield_op = body
+        .ops
+        .last()
+        .filter(|y| matches!(y.kind, OpKind::Yield))
+        .ok_or("the loop body has no yield")?;
+    let not_staged = |l: &Op, why: String| Refusal {
+        loc: l.loc,
+        path: "pipelining",
+        why,
+        asked: false,
+    };
     let def: HashMap<ValueId, usize> = body
         .ops
         .iter()
@@ -502,12 +603,24 @@ fn plan_loop(
             }
             let Some(&li) = def.get(&v) else { continue };
             let l = &body.ops[li];
+            let operand_name = ["A", "B"][operand];
             if uses.get(&v) != Some(&1) {
+                notes.push(not_staged(
+                    l,
+                    format!(
+                        "operand {operand_name} of the dot at {}:{} is used elsewhere too, so it is not copied ahead",
+                        o.loc.line, o.loc.col
+                    ),
+                ));
                 continue;
             }
             let tma = match l.kind {
                 OpKind::Load { mask, other, .. } => {
                     if other && zero.get(&l.operands[1 + mask as usize]) != Some(&true) {
+                        notes.push(not_staged(
+                            l,
+                            format!("operand {operand_name}'s load has an `other` that is not zero (a staged copy fills masked lanes with 0)"),
+                        ));
                         continue;
                     }
                     None
@@ -517,9 +630,29 @@ fn plan_loop(
                     let swz = mma.operand_smem(operand, transposed_b.contains_key(&o.results[0]));
                     match TmaBoxes::for_swizzle(&swz, mma.input) {
                         Ok(b) => Some(b),
-                        Err(_) => continue,
+                        Err(why) => {
+                            notes.push(not_staged(l, format!("operand {operand_name}'s block: {why}")));
+                            continue;
+                        }
                     }
                 }
+                OpKind::LoadBlock { rank: 2 } => {
+                    notes.push(not_staged(
+                        l,
+                        format!(
+                            "operand {operand_name} is a descriptor load and the dot runs on mma.sync: descriptor loads are staged (by TMA) for wgmma dots only (sm_90a, 64-row warpgroup blocks); it is expanded into pointer loads and copied in the loop"
+                        ),
+                    ));
+                    continue;
+                }
+                OpKind::LoadBlock { rank } => {
+                    notes.push(not_staged(
+                        l,
+                        format!("operand {operand_name} is a rank-{rank} descriptor load: only 2-D blocks are staged (a block with unit dimensions reshaped into the dot is not)"),
+                    ));
+                    continue;
+                }
+                // Computed in the loop (attention's P): nothing to copy.
                 _ => continue,
             };
             offset = offset.next_multiple_of(align);
@@ -553,7 +686,7 @@ fn plan_loop(
             // `None` (a pointer of unknown origin) may be any buffer the loop writes.
             let root = origins.root(l.operands[0]);
             let aliased = written.iter().any(|w| w.is_none() || root.is_none() || *w == root);
-            if t.is_scalar() || aliased || slice(body, &def, yield_op, &l.operands).is_none() {
+            if t.is_scalar() || aliased || slice(body, &def, yield_op, &l.operands).is_err() {
                 continue;
             }
             offset = offset.next_multiple_of(16);
@@ -569,7 +702,13 @@ fn plan_loop(
         }
     }
     if loads.is_empty() {
-        return None;
+        return Err(if holds_dot(body) || !resident.is_empty() {
+            "no operand of its dots is a load it can copy ahead".into()
+        } else if plain.is_none() {
+            "it is inside a loop holding a dot, whose pipeline it would take".into()
+        } else {
+            "none of its loads can be copied ahead (scalars, bool or pointer tiles, hinted loads, and buffers the loop writes are not)".into()
+        });
     }
     // The slice: the body ops computing the loads' pointers and masks, and the next values of
     // the carried values they read (closed under both). Pointer, mask and `other`: a copy too
@@ -578,7 +717,15 @@ fn plan_loop(
         .iter()
         .flat_map(|s| body.ops[def[&s.load]].operands.iter().copied())
         .collect();
-    let (issue, advance, carried) = slice(body, &def, yield_op, &roots)?;
+    let (issue, advance, carried) = slice(body, &def, yield_op, &roots).map_err(|at| {
+        let o = &body.ops[at];
+        format!(
+            "the loads' addresses or masks depend on `{}` at {}:{}, which cannot be evaluated iterations ahead (a value loaded in the loop, a block table's entry, is not: indirect loads are not pipelined)",
+            o.kind.name(),
+            o.loc.line,
+            o.loc.col
+        )
+    })?;
     // A wgmma accumulating into a carried value that nothing else reads can stay in flight while
     // the next iteration copies and waits, when stages are left to spare: with 3, copies would
     // run only one iteration ahead (measured slower on the H200 than waiting for each dot), so
@@ -606,7 +753,7 @@ fn plan_loop(
     advance_ops.sort_unstable();
     let mut carried: Vec<usize> = carried.into_iter().collect();
     carried.sort_unstable();
-    Some(LoopPipeline {
+    Ok(LoopPipeline {
         stages,
         loads,
         resident,
@@ -635,9 +782,11 @@ fn producer(
     p: &LoopPipeline,
     warps: u32,
     target: &Target,
-) -> Option<Producer> {
+) -> Result<Producer, String> {
     if warps != 4 && warps != 8 {
-        return None;
+        return Err(format!(
+            "the kernel runs on {warps} warps; a producer serves 4 or 8 (one or two consumer warpgroups)"
+        ));
     }
     let top = &k.body.ops;
     let at = match outer {
@@ -645,8 +794,18 @@ fn producer(
         None => {
             let iv = op.regions[0].args[0];
             top.iter()
-                .position(|o| matches!(o.kind, OpKind::For { .. }) && o.regions[0].args[0] == iv)?
+                .position(|o| matches!(o.kind, OpKind::For { .. }) && o.regions[0].args[0] == iv)
+                .ok_or("the loop is not at the top of the kernel's body, nor directly inside a loop there")?
         }
+    };
+    // Why an op the copies depend on keeps the producer from evaluating them itself.
+    let blocked = |o: &Op, what: &str| {
+        format!(
+            "the loop's {what} depend on `{}` at {}:{}, which the producer cannot evaluate (it computes scalars from arguments and constants before the loop; a value loaded from memory, an offsets array or a block table, is not yet supported)",
+            o.kind.name(),
+            o.loc.line,
+            o.loc.col
+        )
     };
     let def: HashMap<ValueId, usize> = top[..at]
         .iter()
@@ -676,7 +835,12 @@ fn producer(
     }
     for o in slice {
         if o.results.iter().any(|r| !k.ty(*r).is_scalar()) {
-            return None;
+            return Err(format!(
+                "the loop's copy addresses are tiles (`{}` at {}:{}); a producer issues copies from scalar coordinates",
+                o.kind.name(),
+                o.loc.line,
+                o.loc.col
+            ));
         }
         work.extend(&o.operands);
     }
@@ -692,14 +856,16 @@ fn producer(
                     continue;
                 }
                 if !evaluable(&b.ops[i]) {
-                    return None;
+                    return Err(blocked(&b.ops[i], "bounds or copy coordinates"));
                 }
                 work.extend(&b.ops[i].operands);
                 continue;
             }
             // Values the tile loop carries change from tile to tile out of the producer's sight.
             if b.args[1..].contains(&v) {
-                return None;
+                return Err(
+                    "the loop's bounds or copy coordinates read a value the tile loop around it carries".into(),
+                );
             }
         }
         let Some(&i) = def.get(&v) else { continue };
@@ -707,7 +873,7 @@ fn producer(
             continue;
         }
         if !evaluable(&top[i]) {
-            return None;
+            return Err(blocked(&top[i], "bounds or copy coordinates"));
         }
         work.extend(&top[i].operands);
     }
@@ -729,7 +895,7 @@ fn producer(
         let each = ((target.regs_per_sm - PRODUCER_THREADS * PRODUCER_REGS) / consumers).min(240) / 8 * 8;
         (PRODUCER_REGS, each)
     });
-    Some(Producer {
+    Ok(Producer {
         preamble: sorted(preamble),
         tile_loop,
         regs,
@@ -764,14 +930,14 @@ fn pingpong(op: &Op, asked: Option<bool>, warps: u32, dots: &HashMap<ValueId, Mm
 }
 
 /// The body ops (indices) that compute `roots` for a later iteration, the ops that compute the
-/// next values of the carried values those read, and the carried values (indices) read; `None`
-/// when one of them cannot be evaluated again ([`recomputable`]).
+/// next values of the carried values those read, and the carried values (indices) read; the
+/// index of an op among them that cannot be evaluated again ([`recomputable`]) otherwise.
 fn slice(
     body: &Region,
     def: &HashMap<ValueId, usize>,
     yield_op: &Op,
     roots: &[ValueId],
-) -> Option<(HashSet<usize>, HashSet<usize>, HashSet<usize>)> {
+) -> Result<(HashSet<usize>, HashSet<usize>, HashSet<usize>), usize> {
     let carried_args: HashMap<ValueId, usize> = body.args[1..].iter().enumerate().map(|(i, a)| (*a, i)).collect();
     let mut issue: HashSet<usize> = HashSet::new();
     let mut advance: HashSet<usize> = HashSet::new();
@@ -790,11 +956,11 @@ fn slice(
             continue;
         }
         if !recomputable(&body.ops[i].kind) {
-            return None;
+            return Err(i);
         }
         work.extend(body.ops[i].operands.iter().map(|o| (*o, for_issue)));
     }
-    Some((issue, advance, carried))
+    Ok((issue, advance, carried))
 }
 
 /// Where pointers come from: each value's source through pointer arithmetic and shape changes,

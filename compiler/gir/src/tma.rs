@@ -191,6 +191,9 @@ pub struct Prepared<'k> {
     /// The map of each block access left in `kernel`: a load's by its result, a store's by the
     /// tile it stores.
     pub map_of: HashMap<ValueId, usize>,
+    /// The block loads of pipelined loops the TMA engine does not copy, and why (they are
+    /// expanded into pointer loads, which cp.async may still stage).
+    pub refusals: Vec<crate::Refusal>,
 }
 
 /// The op defining each value of `k`.
@@ -295,6 +298,7 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         kernel: Cow::Borrowed(k),
         maps: Vec::new(),
         map_of: HashMap::new(),
+        refusals: Vec::new(),
     };
     if !block::has_blocks(k) {
         return out;
@@ -317,11 +321,34 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         };
         std::iter::once(op).chain(inner)
     });
+    let refuse = |op: &Op, why: String| crate::Refusal {
+        loc: op.loc,
+        path: "TMA",
+        why: format!("{why}; the block is loaded by pointer loads instead"),
+        asked: false,
+    };
+    let mut refusals = Vec::new();
     for op in loops {
         let OpKind::For { .. } = op.kind else { continue };
         let Some(pl) = plan.pipelines.get(&op.regions[0].args[0]) else {
             continue;
         };
+        // Block loads the plan did not stage for the TMA engine, and why.
+        refusals.extend(
+            plan.refusals
+                .iter()
+                .filter(|r| r.path == "pipelining")
+                .filter(|r| {
+                    op.regions[0]
+                        .ops
+                        .iter()
+                        .any(|o| matches!(o.kind, OpKind::LoadBlock { .. }) && o.loc == r.loc)
+                })
+                .map(|r| crate::Refusal {
+                    path: "TMA",
+                    ..r.clone()
+                }),
+        );
         for ld in &pl.loads {
             let Some(mut boxes) = ld.tma else { continue };
             // A multicast load's map copies one program's share of the rows.
@@ -329,14 +356,27 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
                 boxes.rows /= k.cluster;
             }
             let lop = defs[&ld.load];
-            let Some(i) = tensor_map(k, lop, &defs, &params, spec, boxes).and_then(|m| map_index(&mut out.maps, m))
-            else {
-                continue;
+            let i = match tensor_map(k, lop, &defs, &params, spec, boxes) {
+                Ok(m) => match map_index(&mut out.maps, m) {
+                    Some(i) => i,
+                    None => {
+                        refusals.push(refuse(
+                            lop,
+                            format!("the kernel has more than {MAX_TENSOR_MAPS} descriptors"),
+                        ));
+                        continue;
+                    }
+                },
+                Err(why) => {
+                    refusals.push(refuse(lop, why));
+                    continue;
+                }
             };
             out.map_of.insert(ld.load, i);
             keep.insert(ld.load);
         }
     }
+    out.refusals = refusals;
     // Stores of 2-D tiles through descriptors: a TMA store each, where the kernel still fits
     // with their staging buffers.
     if target.wgmma {
@@ -351,7 +391,9 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         for op in &stores {
             let v = block::operands(op).value.expect("a store has a value");
             let Some((_, boxes)) = store_boxes(k, v) else { continue };
-            let Some(i) = tensor_map(k, op, &defs, &params, spec, boxes).and_then(|m| map_index(&mut out.maps, m))
+            let Some(i) = tensor_map(k, op, &defs, &params, spec, boxes)
+                .ok()
+                .and_then(|m| map_index(&mut out.maps, m))
             else {
                 continue;
             };
@@ -400,8 +442,8 @@ pub fn store_boxes(k: &Kernel, v: ValueId) -> Option<(Swizzle, TmaBoxes)> {
     Some((swz, boxes))
 }
 
-/// The tensor map a block load reads through (or a block store writes through), when the host
-/// can encode it.
+/// The tensor map a block load reads through (or a block store writes through), or why the host
+/// cannot encode one.
 fn tensor_map(
     k: &Kernel,
     op: &Op,
@@ -409,29 +451,59 @@ fn tensor_map(
     params: &HashMap<ValueId, usize>,
     spec: &[ArgSpec],
     boxes: TmaBoxes,
-) -> Option<TensorMap> {
+) -> Result<TensorMap, String> {
     let o = block::operands(op);
-    let dtype = k.ty(o.value.unwrap_or_else(|| op.results[0])).dtype()?;
+    let dtype = k
+        .ty(o.value.unwrap_or_else(|| op.results[0]))
+        .dtype()
+        .ok_or("the block holds no numbers")?;
     let fact = |p: usize| spec.get(p).copied().unwrap_or_default();
-    let base = *params.get(&o.ptr)?;
+    let base = *params.get(&o.ptr).ok_or(
+        "the descriptor's base is computed in the kernel (a pointer plus an offset), not a pointer parameter: move the offset into the coordinates, or pass the offset tensor as a parameter",
+    )?;
     if !fact(base).divisible_by_16 {
-        return None;
+        return Err(
+            "its base is not known to be 16-byte aligned (the JIT specialises on it at each launch; `tilec compile` needs --assume-aligned)"
+                .into(),
+        );
     }
     let host = |v: ValueId| host_int(k, v, defs, params);
-    let dims: Vec<HostInt> = o.shape.iter().rev().map(|v| host(*v)).collect::<Option<_>>()?;
-    let strides: Vec<HostInt> = o.strides.iter().rev().map(|v| host(*v)).collect::<Option<_>>()?;
+    let computed = "the descriptor's shape or strides are computed in the kernel (`batch * M`, say): a tensor map is encoded on the host from arguments and constants, so pass them as parameters";
+    let dims: Vec<HostInt> = o
+        .shape
+        .iter()
+        .rev()
+        .map(|v| host(*v))
+        .collect::<Option<_>>()
+        .ok_or(computed)?;
+    let strides: Vec<HostInt> = o
+        .strides
+        .iter()
+        .rev()
+        .map(|v| host(*v))
+        .collect::<Option<_>>()
+        .ok_or(computed)?;
     let unit = match strides[0] {
         HostInt::Const(c) => c == 1,
         HostInt::Param(p) => fact(p).equals_one,
     };
+    if !unit {
+        return Err(
+            "its innermost stride is not known to be 1 (the constant 1, or an argument equal to 1 at the launch)"
+                .into(),
+        );
+    }
     let aligned = strides[1..].iter().all(|s| match s {
         HostInt::Const(c) => (c * dtype.bytes() as i64) % 16 == 0 && *c > 0,
         HostInt::Param(p) => fact(*p).divisible_by_16,
     });
-    if !unit || !aligned {
-        return None;
+    if !aligned {
+        return Err(format!(
+            "its row strides are not known to be multiples of 16 elements ({} bytes of {dtype})",
+            16 * dtype.bytes()
+        ));
     }
-    Some(TensorMap {
+    Ok(TensorMap {
         dtype,
         base,
         dims,

@@ -169,6 +169,10 @@ pub(crate) fn write_choice(out: &mut dyn Write, c: &config::Choice, t: &TargetDe
             e.blocks_per_sm
         )?;
     }
+    // Fast paths the chosen plan does not take, and the rule that refused each.
+    for r in &e.refusals {
+        writeln!(out, "  note: {r}")?;
+    }
     match best
         .kernel
         .as_ref()

@@ -713,6 +713,17 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
         if emit.contains(&Stage::Config) {
             write_config(out, &c, &target)?;
         }
+        // What the source asked for and did not get: a warning at the loop.
+        let options_now = tile_driver::CompileOptions {
+            target: target.clone(),
+            num_warps: c.config.num_warps,
+            num_stages: c.config.num_stages,
+            specialization: facts.clone(),
+            debug: a.debug,
+        };
+        for r in tile_driver::asked_but_refused(c.kernel(), &options_now) {
+            writeln!(err, "warning: {}: `{name}`: {r}", src.name)?;
+        }
         if emit.contains(&Stage::Ir) {
             write!(out, "{}", c.ir)?;
         }
@@ -738,6 +749,10 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             let p = tile_driver::prepare_blocks(c.kernel(), &options);
             let plan = tile_driver::GpuPlan::new(&p.kernel, c.config.num_warps, c.config.num_stages, &target);
             write!(out, "{}", plan.render(&p.kernel))?;
+            // Fast paths not taken, and the rule that refused each.
+            for r in p.refusals.iter().chain(&plan.refusals) {
+                writeln!(out, "  note: {r}")?;
+            }
             // What goes through each map: block loads by result, block stores by stored tile.
             let mut uses: Vec<Vec<String>> = vec![Vec::new(); p.maps.len()];
             p.kernel.walk(&mut |op| {

@@ -32,6 +32,39 @@ use tile_lang::syntax::ast;
 pub const DEFAULT_WARPS: &[u32] = &[1, 2, 4, 8];
 /// `num_stages` candidates when a kernel has no `#[stages(..)]`: no pipelining unless asked.
 pub const DEFAULT_STAGES: &[u32] = &[1];
+/// `num_stages` candidates when a kernel has no `#[stages(..)]` but a loop loads what a `dot`
+/// in it multiplies.
+pub const DOT_LOOP_STAGES: &[u32] = &[2, 3, 4];
+
+/// Whether some loop of `k` loads an operand of a `dot` in its body.
+fn feeds_dots(k: &Kernel) -> bool {
+    use tile_lang::ir::OpKind;
+    let mut found = false;
+    k.walk(&mut |op| {
+        if !matches!(op.kind, OpKind::For { .. }) || found {
+            return;
+        }
+        let body = &op.regions[0];
+        // Loaded values, and what a transposition, reshape or cast makes of them (`trans(b)`).
+        let mut loaded: std::collections::HashSet<ValueId> = std::collections::HashSet::new();
+        for o in &body.ops {
+            let from_load = match o.kind {
+                OpKind::Load { .. } | OpKind::LoadBlock { .. } => true,
+                OpKind::Permute(_) | OpKind::Reshape | OpKind::Cast(_) => loaded.contains(&o.operands[0]),
+                _ => false,
+            };
+            if from_load {
+                loaded.insert(o.results[0]);
+            }
+        }
+        found = body
+            .ops
+            .iter()
+            .any(|o| matches!(o.kind, OpKind::Dot(_)) && o.operands[..2].iter().any(|v| loaded.contains(v)));
+    });
+    found
+}
+
 /// Without a run spec: every integer argument is this, and the grid has this many programs.
 pub const DEFAULT_INT_ARG: i64 = 4096;
 pub const DEFAULT_GRID: u32 = 4096;
@@ -115,6 +148,9 @@ pub struct Estimate {
     /// The integer arguments of the launch estimated, by parameter (what a JIT launch of that
     /// case specialises on).
     pub int_args: HashMap<ValueId, i64>,
+    /// Fast paths this candidate's plan does not take, and why (`explain` prints the chosen
+    /// one's).
+    pub refusals: Vec<tile_gir::Refusal>,
 }
 
 impl Estimate {
@@ -617,6 +653,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
             .max()
             .unwrap_or(0),
         int_args: launch.scalars.clone(),
+        refusals: prepared.refusals.iter().chain(&plan.refusals).cloned().collect(),
     }
 }
 
@@ -685,6 +722,10 @@ fn candidates_on(
     };
     let stages = match pins.num_stages {
         Some(s) => vec![s],
+        // A loop that feeds tensor-core dots from loads is pipelined, as Triton pipelines
+        // `tl.dot` loops by default: its stage counts are candidates even when the kernel
+        // names none.
+        None if base.stages.is_empty() && feeds_dots(&base) => DOT_LOOP_STAGES.to_vec(),
         None if base.stages.is_empty() => DEFAULT_STAGES.to_vec(),
         None => base.stages.clone(),
     };
