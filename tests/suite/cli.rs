@@ -723,7 +723,7 @@ fn a_run_spec_value_out_of_range_is_an_error() {
         // A grid extent below 1.
         (
             "sizes(n: [0]);\n    grid(n);",
-            "grid extent 0 is not a positive integer (1 to 4294967295)",
+            "grid extent 0 is not a positive integer (1 to 2147483647)",
         ),
     ];
     let dir = temp_dir("fit");

@@ -606,12 +606,18 @@ impl Lit {
 pub(crate) fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let mut best: Option<(usize, &str)> = None;
     // Every one-letter name is one edit from every other: no suggestion is better than a guess.
-    if name.chars().count() < 2 {
+    // A name past MAX_NAME_CHARS is no typo of a name anyone wrote, and comparing two such
+    // names costs the product of their lengths.
+    let len = name.chars().count();
+    if !(2..=crate::diag::MAX_NAME_CHARS).contains(&len) {
         return None;
     }
-    for c in candidates {
+    let most = (name.len().max(2) / 3).max(1);
+    // A name whose length in bytes differs by more than 4 * `most` (a character is at most 4
+    // bytes) is more than `most` edits away: not worth its quadratic comparison.
+    for c in candidates.filter(|c| c.len().abs_diff(name.len()) <= 4 * most) {
         let d = edit_distance(name, c);
-        if d <= (name.len().max(2) / 3).max(1) && best.is_none_or(|(bd, _)| d < bd) {
+        if d <= most && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }
     }

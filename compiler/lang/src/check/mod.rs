@@ -27,6 +27,9 @@ pub const MAX_TILE_ELEMENTS: usize = 1 << 20;
 pub const MAX_INLINE_DEPTH: usize = 32;
 pub const MAX_UNROLL: i64 = 1024;
 const MAX_OPS: usize = 200_000;
+/// The most parameters a kernel may have: what the JIT takes (its launch keys pack two bits per
+/// parameter into a `u128`), and far below where ptxas refuses a kernel without saying where.
+pub const MAX_PARAMS: usize = 64;
 
 /// The compile-time parameters of a kernel and the values they take by default.
 pub fn kernel_consts(def: &ast::FnDef) -> Vec<&ast::ConstParam> {
@@ -61,9 +64,26 @@ pub fn kernel_names(file: &ast::File) -> Vec<String> {
 pub fn check_file(src: &str, file: &ast::File, bindings: &Bindings) -> (Vec<Kernel>, Vec<Diagnostic>) {
     let mut diags = item_diagnostics(file);
     let mut kernels = Vec::new();
+    // Built once for the file: per kernel, they made checking quadratic in the number of
+    // kernels (25k kernels took a minute). A name defined twice means its first definition,
+    // as `find_kernel` has it.
+    let lines = crate::diag::LineIndex::new(src);
+    let mut defs: HashMap<&str, &ast::FnDef> = HashMap::new();
     for item in &file.items {
         if let ast::Item::Kernel(k) = item {
-            match check_kernel(src, file, &k.name.name, bindings) {
+            defs.entry(&k.name.name).or_insert(k);
+        }
+    }
+    for item in &file.items {
+        if let ast::Item::Kernel(k) = item {
+            match check_def(
+                src,
+                &lines,
+                file,
+                defs[k.name.name.as_str()],
+                bindings,
+                &Sizes::default(),
+            ) {
                 Ok(ir) => kernels.push(ir),
                 Err(d) => diags.extend(d),
             }
@@ -125,12 +145,24 @@ pub fn check_kernel_at(
                 if names.is_empty() {
                     "none".to_string()
                 } else {
-                    names.join(", ")
+                    crate::diag::list(&names)
                 }
             ),
         )]);
     };
-    let mut cx = Cx::new(src, file);
+    check_def(src, &crate::diag::LineIndex::new(src), file, def, bindings, sizes)
+}
+
+/// [`check_kernel_at`] of the kernel `def`, with `lines` the line index of `src`.
+fn check_def(
+    src: &str,
+    lines: &crate::diag::LineIndex,
+    file: &ast::File,
+    def: &ast::FnDef,
+    bindings: &Bindings,
+    sizes: &Sizes,
+) -> Result<Kernel, Vec<Diagnostic>> {
+    let mut cx = Cx::new(src, lines, file);
     cx.sizes = sizes.clone();
     let kernel = cx.kernel(def, bindings);
     if !cx.diags.is_empty() {
@@ -206,8 +238,8 @@ pub(crate) struct Scope {
 
 pub(crate) struct Cx<'a> {
     pub src: &'a str,
-    /// Line starts of `src`, for the location of every op.
-    lines: crate::diag::LineIndex,
+    /// Line starts of `src`, for the location of every op (shared by the kernels of a file).
+    lines: &'a crate::diag::LineIndex,
     pub file: &'a ast::File,
     pub values: Vec<Type>,
     /// Ops of the regions being built, innermost last; the entry region is `regions[0]`.
@@ -231,10 +263,10 @@ pub(crate) struct Cx<'a> {
 }
 
 impl<'a> Cx<'a> {
-    fn new(src: &'a str, file: &'a ast::File) -> Cx<'a> {
+    fn new(src: &'a str, lines: &'a crate::diag::LineIndex, file: &'a ast::File) -> Cx<'a> {
         Cx {
             src,
-            lines: crate::diag::LineIndex::new(src),
+            lines,
             file,
             values: Vec::new(),
             regions: vec![Vec::new()],
@@ -432,7 +464,11 @@ impl<'a> Cx<'a> {
         }
         let consts = self.bind_consts(def, bindings);
         let (mut warps, mut stages) = (Vec::new(), Vec::new());
+        let mut given: HashMap<&str, Span> = HashMap::new();
         for a in &def.attrs {
+            if self.attr_twice(a, &mut given) {
+                continue;
+            }
             match a.name.name.as_str() {
                 // Checked by `launch::check_forms`; evaluated for each launch.
                 "requires" => {}
@@ -476,6 +512,7 @@ impl<'a> Cx<'a> {
                 }
             }
         }
+        self.check_param_count(def);
         let mut params = Vec::new();
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for c in &def.consts {
@@ -552,6 +589,51 @@ impl<'a> Cx<'a> {
         Some(k)
     }
 
+    /// Whether `a` is an attribute given earlier in `given` (which records it otherwise): the
+    /// launch takes one grid, one cluster size and one list of candidates, and which of two
+    /// the IR and the JIT would keep differs. `#[requires(..)]` clauses may be many.
+    fn attr_twice<'d>(&mut self, a: &'d ast::Attribute, given: &mut HashMap<&'d str, Span>) -> bool {
+        let name = a.name.name.as_str();
+        if !["warps", "stages", "grid", "cluster"].contains(&name) {
+            return false;
+        }
+        let Some(first) = given.get(name).copied() else {
+            given.insert(name, a.span);
+            return false;
+        };
+        self.error(
+            Diagnostic::error(a.span, format!("`#[{name}]` is given twice"))
+                .label(format!("second `#[{name}]`"))
+                .with(first, "first given here")
+                .help(format!("give `#[{name}(..)]` once, with every value it takes")),
+        );
+        true
+    }
+
+    /// A kernel of more than [`MAX_PARAMS`] parameters is refused at its parameter list.
+    fn check_param_count(&mut self, def: &ast::FnDef) {
+        let (Some(first), Some(last)) = (def.params.first(), def.params.get(MAX_PARAMS..).and_then(|p| p.last()))
+        else {
+            return;
+        };
+        let n = def.params.len();
+        self.error(
+            Diagnostic::error(
+                first.span.to(last.span),
+                format!(
+                    "kernel `{}` has {n} parameters; at most {MAX_PARAMS} are allowed",
+                    def.name.name
+                ),
+            )
+            .label(format!("{n} parameters"))
+            .with(
+                def.params[MAX_PARAMS].span,
+                format!("parameter {} is past the limit", MAX_PARAMS + 1),
+            )
+            .help("pass related values together in one buffer"),
+        );
+    }
+
     /// `#[grid(x[, y[, z]])]`: the launch grid as expressions of the kernel's integer scalar
     /// parameters and integer constants, in the run-spec expression language ([`crate::spec::eval`]);
     /// the JIT evaluates it at each launch of a typed launcher or `JitKernel::grid_for`.
@@ -577,13 +659,13 @@ impl<'a> Cx<'a> {
             });
             param || konst
         };
-        for e in &a.args {
+        for (axis, e) in a.args.iter().enumerate() {
             match crate::spec::check_expr(
                 e,
                 &known,
                 "an integer scalar parameter or integer constant of the kernel",
             ) {
-                Ok(crate::spec::Num::I(_)) => {}
+                Ok(crate::spec::Num::I(_)) => self.constant_extent(axis, e),
                 Ok(crate::spec::Num::F(_)) => {
                     self.error(Diagnostic::error(e.span, "a grid extent must be an integer").label("a float"));
                 }
@@ -594,6 +676,33 @@ impl<'a> Cx<'a> {
                     ));
                 }
             }
+        }
+    }
+
+    /// A grid extent that names nothing is known now: it must be one a GPU launch takes.
+    fn constant_extent(&mut self, axis: usize, e: &ast::Expr) {
+        if crate::spec::mentions_name(e) {
+            return;
+        }
+        let max = crate::spec::MAX_GRID[axis];
+        match crate::spec::eval(e, &|_| None) {
+            Ok(crate::spec::Num::I(v)) if v >= 1 && v <= max as i64 => {}
+            Ok(v) => {
+                let shown = match v {
+                    crate::spec::Num::I(i) => i.to_string(),
+                    crate::spec::Num::F(f) => f.to_string(),
+                };
+                self.error(
+                    Diagnostic::error(
+                        e.span,
+                        format!("grid extent {shown} along {} is out of range", ["x", "y", "z"][axis]),
+                    )
+                    .label(format!("expected 1 to {max}"))
+                    .note("a GPU grid has 1 to 2^31 - 1 programs along x, and 1 to 65535 along y and z"),
+                );
+            }
+            // `check_expr` evaluated what names nothing, and reported what failed.
+            Err(_) => {}
         }
     }
 
@@ -636,7 +745,7 @@ impl<'a> Cx<'a> {
                         if names.is_empty() {
                             "none".into()
                         } else {
-                            names.join(", ")
+                            crate::diag::list(&names)
                         }
                     )),
                 );
@@ -911,4 +1020,115 @@ fn renumber(k: &mut Kernel) {
         p.value = map[&p.value];
     }
     k.values = types;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The diagnostics of checking kernel `k` of `src`, and the text each points at.
+    fn errors(src: &str) -> Vec<(Diagnostic, String)> {
+        let ast = crate::syntax::parse(src).unwrap();
+        let diags = check_kernel(src, &ast, "k", &vec![]).unwrap_err();
+        diags
+            .into_iter()
+            .map(|d| {
+                let at = src[d.span.range()].to_string();
+                (d, at)
+            })
+            .collect()
+    }
+
+    /// Checking a file builds its line index once, not once per kernel.
+    #[test]
+    fn checking_many_kernels_is_linear() {
+        let src: String = (0..25_000)
+            .map(|i| format!("kernel k{i}(x:*mut f32){{store(x,1.0);}}\n"))
+            .collect();
+        let ast = crate::syntax::parse(&src).unwrap();
+        let t = std::time::Instant::now();
+        let (kernels, diags) = check_file(&src, &ast, &vec![]);
+        assert!(diags.is_empty() && kernels.len() == 25_000);
+        // A line index per kernel took about a minute here; sharing it takes a second or two.
+        assert!(t.elapsed().as_secs() < 8, "{:?}", t.elapsed());
+        // Ops still carry their source lines.
+        assert_eq!(kernels[24_999].body.ops.last().unwrap().loc.line, 25_000);
+    }
+
+    /// An attribute the launch takes one of is an error when given twice.
+    #[test]
+    fn attributes_given_twice_are_errors() {
+        for attr in ["grid(1)", "cluster(2)", "warps(4)", "stages(2)"] {
+            let name = &attr[..attr.find('(').unwrap()];
+            let src = format!("#[{attr}]\n#[{attr}]\nkernel k(n: i32) {{}}");
+            let e = errors(&src);
+            assert_eq!(e.len(), 1, "{e:?}");
+            assert_eq!(e[0].0.message, format!("`#[{name}]` is given twice"));
+            assert_eq!(e[0].1, format!("#[{attr}]"));
+            assert_eq!(e[0].0.secondary[0].0.start, 0);
+        }
+        // `#[requires]` clauses may be many.
+        let src = "#[requires(n > 0)]\n#[requires(n < 9)]\nkernel k(n: i32) {}";
+        let ast = crate::syntax::parse(src).unwrap();
+        assert!(check_kernel(src, &ast, "k", &vec![]).is_ok());
+    }
+
+    /// Grid extents that name nothing are evaluated strictly when the kernel is checked.
+    #[test]
+    fn constant_grid_extents_are_checked() {
+        let e = errors("#[grid(1 / 0, -5, 2^63)]\nkernel k(n: i32) {}");
+        let found: Vec<(&str, &str)> = e.iter().map(|(d, at)| (d.message.as_str(), at.as_str())).collect();
+        assert_eq!(
+            found,
+            [
+                ("integer division by zero", "1 / 0"),
+                ("grid extent -5 along y is out of range", "-5"),
+                ("unsupported operator", "2^63"),
+            ]
+        );
+        for (grid, at) in [
+            ("2147483648", "2147483648"),
+            ("1, 65536", "65536"),
+            ("1, 1, 0", "0"),
+            ("n, 9223372036854775807 + 1", "9223372036854775807 + 1"),
+            ("cdiv(n, 1 - 1)", "cdiv(n, 1 - 1)"),
+            ("n % 0", "n % 0"),
+        ] {
+            let e = errors(&format!("#[grid({grid})]\nkernel k(n: i32) {{}}"));
+            assert_eq!(e.len(), 1, "{grid}: {e:?}");
+            assert_eq!(e[0].1, at, "{grid}: {e:?}");
+        }
+        // What depends on names is left to the launch.
+        let src = "#[grid(2147483647, 65535, n / (n - 1))]\nkernel k(n: i32) {}";
+        let ast = crate::syntax::parse(src).unwrap();
+        assert!(check_kernel(src, &ast, "k", &vec![]).is_ok());
+    }
+
+    /// A descriptor of no dimensions is the caller's mistake, not an internal error.
+    #[test]
+    fn a_rank_0_descriptor_is_refused_at_the_call() {
+        let e = errors(
+            "kernel k(x: *f32, y: *mut f32) {\n    let d = make_tensor_descriptor(x, [], [], []);\n    store(y, load(d, []));\n}",
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].0.message.contains("needs 1 to 5 dimensions"), "{e:?}");
+        assert_eq!(e[0].1, "[]");
+    }
+
+    /// Kernels take at most MAX_PARAMS parameters.
+    #[test]
+    fn too_many_parameters_are_refused_at_the_list() {
+        let params = |n: usize| (0..n).map(|i| format!("p{i}: i32")).collect::<Vec<_>>().join(", ");
+        let src = format!("kernel k({}) {{}}", params(10_000));
+        let e = errors(&src);
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            e[0].0.message,
+            "kernel `k` has 10000 parameters; at most 64 are allowed"
+        );
+        assert!(e[0].1.starts_with("p0: i32") && e[0].1.ends_with("p9999: i32"));
+        let src = format!("kernel k({}) {{}}", params(MAX_PARAMS));
+        let ast = crate::syntax::parse(&src).unwrap();
+        assert!(check_kernel(&src, &ast, "k", &vec![]).is_ok());
+    }
 }

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::rc::Rc;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 
 pub use crate::ir::scalar::{self, Scalar};
 use crate::ir::*;
@@ -75,16 +75,95 @@ impl fmt::Display for InterpError {
     }
 }
 
-/// What a run printed (`print` ops), one line per program and op.
+/// What a run printed (`print` ops), one line per program and op; past [`MAX_PRINTED_BYTES`],
+/// lines are dropped and one last line says how many bytes were.
 pub type Output = Vec<String>;
+
+/// The most bytes of printed lines one run keeps: a printing loop would otherwise hold
+/// gigabytes, and nobody reads past the first megabyte.
+pub const MAX_PRINTED_BYTES: usize = 1 << 20;
+
+/// The most elements of one tile a `print` shows: a 2^20-element tile would be one 21 MB line.
+pub const MAX_PRINTED_ELEMENTS: usize = 256;
+
+/// What starting one program costs against the step budget, so that a grid of programs that do
+/// nothing still spends it (a grid of (2^32 - 1)^3 empty programs never ended). Starting one
+/// takes as long as two or three element operations; it is charged more so that a grid of
+/// empty programs ends within 20 s at the default budget, while a grid of a million programs
+/// spends 0.4% of it.
+pub const PROGRAM_STEPS: u64 = 16;
+
+/// What each program of a cluster that exchanges values costs to start: its thread wakes up
+/// for it and meets the cluster's others, which takes as long as a thousand element operations.
+pub const CLUSTER_PROGRAM_STEPS: u64 = 1 << 12;
+
+/// What starting the thread of one rank of a cluster costs (once per run): a thread start takes
+/// as long as ten thousand element operations.
+pub const THREAD_STEPS: u64 = 1 << 14;
+
+/// The lines a run keeps, and the bytes of those it dropped past [`MAX_PRINTED_BYTES`].
+#[derive(Debug, Default)]
+struct Printed {
+    lines: Output,
+    /// Bytes kept (each line's length plus its newline).
+    kept: usize,
+    dropped: u64,
+}
+
+impl Printed {
+    /// Printed lines limited to the bytes left of `kept` already taken elsewhere in the run.
+    fn after(kept: usize) -> Printed {
+        Printed {
+            lines: Vec::new(),
+            kept,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, line: String) {
+        let n = line.len() + 1;
+        if self.dropped == 0 && self.kept + n <= MAX_PRINTED_BYTES {
+            self.kept += n;
+            self.lines.push(line);
+        } else {
+            // Once one line is dropped all later ones are, so that what is kept has no gaps.
+            self.dropped += n as u64;
+        }
+    }
+
+    /// Takes in the lines of another machine that started from this one's `kept`.
+    fn append(&mut self, other: Printed) {
+        for line in other.lines {
+            self.push(line);
+        }
+        self.dropped += other.dropped;
+    }
+
+    fn finish(mut self) -> Output {
+        if self.dropped > 0 {
+            self.lines.push(format!(
+                "... {} more bytes of printed output dropped (the first {MAX_PRINTED_BYTES} bytes are kept)",
+                self.dropped
+            ));
+        }
+        self.lines
+    }
+}
+
+/// The error when the step budget is spent (the message every budget error begins with).
+fn budget_spent(max_steps: u64) -> String {
+    format!("stopped after {max_steps} element operations, the budget (--max-steps raises it)")
+}
 
 /// How much work one run may do before it stops with an error, so that a kernel whose loop
 /// bound is huge (by mistake or by a fuzzer) ends with a message instead of running for hours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Element operations over the whole grid: each op executed costs one plus the elements of
-    /// its largest operand or result, a `dot` `m * n * k` more, and each loop iteration one plus
-    /// the elements it carries. The interpreter does 2e7 to 4e7 of them per second.
+    /// its largest operand or result, a `dot` `m * n * k` more, each loop iteration one plus
+    /// the elements it carries, and each program [`PROGRAM_STEPS`] (a cluster's programs and
+    /// threads more: [`CLUSTER_PROGRAM_STEPS`], [`THREAD_STEPS`]). The interpreter does 2e7 to
+    /// 4e7 of them per second.
     pub max_steps: u64,
 }
 
@@ -179,115 +258,214 @@ pub fn run_limited(
     kernel.walk(&mut |op| exchanges |= matches!(op.kind, OpKind::ClusterReduce(_) | OpKind::ClusterReduceWith));
     let cluster = if exchanges { size } else { 1 };
     let buffers = Mutex::new(buffers);
-    fn machine<'a, 'b>(
-        k: &'a Kernel,
-        env: &[Option<Tile>],
-        buffers: &'a Mutex<&'b mut [Buffer]>,
-        (grid, pid): ([u32; 3], [u32; 3]),
-        (steps, max_steps): (u64, u64),
-        cluster: Option<(&'a Exchange, usize)>,
-    ) -> Machine<'a, 'b> {
-        Machine {
-            k,
-            env: env.to_vec(),
-            buffers,
-            grid,
-            pid,
-            out: Vec::new(),
-            dead: HashMap::new(),
-            steps,
-            max_steps,
-            loops: Vec::new(),
-            cluster,
-        }
-    }
     let max = limits.max_steps;
-    let (mut out, mut steps) = (Vec::new(), 0u64);
+    if cluster > 1 {
+        return run_clusters(kernel, &env, &buffers, grid, cluster as usize, max);
+    }
+    // One machine runs every program: a program's values are all redefined before use.
+    let mut m = machine(kernel, &env, &buffers, (grid, [0, 0, 0]), (0, max), None);
     for z in 0..grid[2] {
         for y in 0..grid[1] {
-            if cluster == 1 {
-                let mut m = machine(kernel, &env, &buffers, (grid, [0, y, z]), (steps, max), None);
-                for x in 0..grid[0] {
-                    m.pid = [x, y, z];
-                    m.region(&kernel.body)?;
-                }
-                out.append(&mut m.out);
-                steps = m.steps;
-                continue;
+            for x in 0..grid[0] {
+                m.pid = [x, y, z];
+                m.start_program(PROGRAM_STEPS)?;
+                m.region(&kernel.body)?;
             }
-            for first in (0..grid[0]).step_by(cluster as usize) {
-                let ex = Exchange::new(cluster as usize);
-                // Each program may spend its share of what is left of the budget.
-                let share = steps + (max - steps.min(max)) / cluster as u64;
-                let runs: Vec<Result<(Output, u64), InterpError>> = std::thread::scope(|s| {
-                    let handles: Vec<_> = (0..cluster as usize)
-                        .map(|rank| {
-                            let (ex, env, buffers) = (&ex, &env, &buffers);
-                            let spawned = std::thread::Builder::new()
-                                .stack_size(CLUSTER_STACK_BYTES)
-                                .spawn_scoped(s, move || {
-                                    // Ends this program in the exchange even if it panics, so
-                                    // that the others stop waiting for it.
-                                    struct Finish<'e>(&'e Exchange);
-                                    impl Drop for Finish<'_> {
-                                        fn drop(&mut self) {
-                                            self.0.finish();
-                                        }
-                                    }
-                                    let _finish = Finish(ex);
-                                    let pid = [first + rank as u32, y, z];
-                                    let mut m =
-                                        machine(kernel, env, buffers, (grid, pid), (steps, share), Some((ex, rank)));
-                                    let r = m.region(&kernel.body);
-                                    r.map(|_| (m.out, m.steps - steps))
-                                });
-                            if spawned.is_err() {
-                                // The program never runs: the others must not wait for it.
-                                ex.finish();
-                            }
-                            spawned
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| match h {
-                            Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
-                            Err(e) => Err(top(format!("cannot start a thread for a program of a cluster: {e}"))),
-                        })
-                        .collect()
-                });
-                // The first error in program order; a program that waited for a failed one
-                // reports that it was left waiting, which says less.
-                let mut first_err = None;
-                for r in runs {
-                    match r {
-                        Ok((mut o, n)) => {
-                            out.append(&mut o);
-                            steps = steps.saturating_add(n);
+        }
+    }
+    Ok(std::mem::take(&mut m.out).finish())
+}
+
+fn machine<'a, 'b>(
+    k: &'a Kernel,
+    env: &[Option<Tile>],
+    buffers: &'a Mutex<&'b mut [Buffer]>,
+    (grid, pid): ([u32; 3], [u32; 3]),
+    (steps, max_steps): (u64, u64),
+    cluster: Option<(&'a Exchange, usize)>,
+) -> Machine<'a, 'b> {
+    Machine {
+        k,
+        env: env.to_vec(),
+        buffers,
+        grid,
+        pid,
+        out: Printed::default(),
+        dead: HashMap::new(),
+        steps,
+        max_steps,
+        loops: Vec::new(),
+        cluster,
+    }
+}
+
+/// One program of a cluster for a worker thread to run: its id, the steps spent before its
+/// cluster and what it may reach, the printed bytes kept so far, and its cluster's exchange.
+struct Job {
+    pid: [u32; 3],
+    steps: u64,
+    share: u64,
+    kept: usize,
+    ex: Arc<Exchange>,
+}
+
+/// What one program of a cluster printed and the steps it spent, or its error.
+type ProgramRun = Result<(Printed, u64), InterpError>;
+
+/// Runs a cluster kernel whose programs exchange values: one thread per rank of a cluster,
+/// started once for the run (a thread start takes as long as thousands of element operations,
+/// so one per program made a large grid take hours), each running its rank's program of one
+/// cluster after another, the clusters in order.
+fn run_clusters(
+    kernel: &Kernel,
+    env: &[Option<Tile>],
+    buffers: &Mutex<&mut [Buffer]>,
+    grid: [u32; 3],
+    size: usize,
+    max: u64,
+) -> Result<Output, InterpError> {
+    let top = |message: String, program: [u32; 3]| InterpError {
+        message,
+        op: String::new(),
+        loc: Loc::default(),
+        program,
+    };
+    // The threads count before they start.
+    let mut steps = (size as u64).saturating_mul(THREAD_STEPS);
+    if steps > max {
+        let m = format!("{}; the threads of a cluster were about to start", budget_spent(max));
+        return Err(top(m, [0; 3]));
+    }
+    std::thread::scope(|s| {
+        let mut workers = Vec::new();
+        for rank in 0..size {
+            let (jobs, queue) = mpsc::channel::<Job>();
+            let (report, done) = mpsc::channel::<ProgramRun>();
+            let spawned = std::thread::Builder::new()
+                .stack_size(CLUSTER_STACK_BYTES)
+                .spawn_scoped(s, move || {
+                    for job in queue {
+                        if report
+                            .send(run_program(kernel, env, buffers, grid, rank, &job))
+                            .is_err()
+                        {
+                            break;
                         }
-                        Err(e) => {
-                            if first_err
-                                .as_ref()
-                                .is_none_or(|f: &InterpError| f.message.starts_with(LEFT_WAITING))
-                            {
-                                first_err = Some(e);
+                    }
+                });
+            match spawned {
+                Ok(h) => workers.push((jobs, done, Some(h))),
+                Err(e) => {
+                    return Err(top(
+                        format!("cannot start a thread for a program of a cluster: {e}"),
+                        [0; 3],
+                    ));
+                }
+            }
+        }
+        let mut out = Printed::default();
+        for z in 0..grid[2] {
+            for y in 0..grid[1] {
+                for first in (0..grid[0]).step_by(size) {
+                    // Every program counts before its cluster starts, so that a grid of
+                    // clusters that do nothing still ends within the budget.
+                    steps = steps.saturating_add(size as u64 * CLUSTER_PROGRAM_STEPS);
+                    if steps > max {
+                        let pid = [first, y, z];
+                        let m = format!(
+                            "{}; the cluster of program {pid:?} was about to start",
+                            budget_spent(max)
+                        );
+                        return Err(top(m, pid));
+                    }
+                    let ex = Arc::new(Exchange::new(size));
+                    // Each program may spend its share of what is left of the budget.
+                    let share = steps + (max - steps.min(max)) / size as u64;
+                    for (rank, (jobs, ..)) in workers.iter().enumerate() {
+                        let job = Job {
+                            pid: [first + rank as u32, y, z],
+                            steps,
+                            share,
+                            kept: out.kept,
+                            ex: ex.clone(),
+                        };
+                        if jobs.send(job).is_err() {
+                            // Its thread is gone (its last program panicked): the others
+                            // must not wait for this one.
+                            ex.finish();
+                        }
+                    }
+                    // The first error in program order; a program that waited for a failed one
+                    // reports that it was left waiting, which says less.
+                    let mut first_err = None;
+                    for (_, done, handle) in &mut workers {
+                        let run = match done.recv() {
+                            Ok(run) => run,
+                            // The thread ended: its program panicked, and so does the run.
+                            Err(_) => match handle.take().map(|h| h.join()) {
+                                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                                _ => Err(top(
+                                    "a program of a cluster ended without a result".into(),
+                                    [first, y, z],
+                                )),
+                            },
+                        };
+                        match run {
+                            Ok((o, n)) => {
+                                out.append(o);
+                                steps = steps.saturating_add(n);
+                            }
+                            Err(e) => {
+                                if first_err
+                                    .as_ref()
+                                    .is_none_or(|f: &InterpError| f.message.starts_with(LEFT_WAITING))
+                                {
+                                    first_err = Some(e);
+                                }
                             }
                         }
                     }
-                }
-                if let Some(e) = first_err {
-                    return Err(e);
-                }
-                if steps > limits.max_steps {
-                    return Err(top(format!(
-                        "stopped after {} element operations, the budget (--max-steps raises it)",
-                        limits.max_steps
-                    )));
+                    if let Some(e) = first_err {
+                        return Err(e);
+                    }
+                    if steps > max {
+                        return Err(top(budget_spent(max), [0; 3]));
+                    }
                 }
             }
         }
+        Ok(out.finish())
+    })
+}
+
+/// Runs `job`, the program of rank `rank` of its cluster, on this thread.
+fn run_program(
+    kernel: &Kernel,
+    env: &[Option<Tile>],
+    buffers: &Mutex<&mut [Buffer]>,
+    grid: [u32; 3],
+    rank: usize,
+    job: &Job,
+) -> ProgramRun {
+    // Ends this program in the exchange even if it panics, so that the others stop waiting for it.
+    struct Finish<'e>(&'e Exchange);
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            self.0.finish();
+        }
     }
-    Ok(out)
+    let _finish = Finish(&job.ex);
+    let mut m = machine(
+        kernel,
+        env,
+        buffers,
+        (grid, job.pid),
+        (job.steps, job.share),
+        Some((&job.ex, rank)),
+    );
+    m.out = Printed::after(job.kept);
+    m.region(&kernel.body)?;
+    Ok((std::mem::take(&mut m.out), m.steps - job.steps))
 }
 
 /// The stack of each thread running a program of a cluster (`tilec` runs the interpreter on a
@@ -443,7 +621,7 @@ struct Machine<'a, 'b> {
     buffers: &'a Mutex<&'b mut [Buffer]>,
     grid: [u32; 3],
     pid: [u32; 3],
-    out: Output,
+    out: Printed,
     /// Per region (by address), the values each op is the last to read: dropped after it, so
     /// that a program holds only the tiles still to be used, not every value it computed.
     dead: HashMap<*const Region, Rc<Vec<Vec<ValueId>>>>,
@@ -494,11 +672,19 @@ impl<'a, 'b> Machine<'a, 'b> {
     }
 
     /// What `op` costs against the step budget: one, plus the elements of its largest operand or
-    /// result, plus `m * n * k` for a `dot`.
+    /// result, plus `m * n * k` for a `dot`, plus for a `print` the bytes of its message and four
+    /// per element it writes (formatting a number takes as long as a few element operations).
     fn cost(&self, op: &Op) -> u64 {
         let numel = |v: &ValueId| self.k.ty(*v).numel() as u64;
         let widest = op.operands.iter().chain(&op.results).map(numel).max().unwrap_or(0);
-        let product = match op.kind {
+        let product = match &op.kind {
+            OpKind::Print(msg) => {
+                let shown = op
+                    .operands
+                    .iter()
+                    .map(|v| 4 * numel(v).min(MAX_PRINTED_ELEMENTS as u64));
+                msg.len() as u64 + shown.sum::<u64>()
+            }
             OpKind::Dot(_) => {
                 let (a, b) = (self.k.ty(op.operands[0]), self.k.ty(op.operands[1]));
                 match (a.shape.as_slice(), b.shape.last()) {
@@ -511,12 +697,27 @@ impl<'a, 'b> Machine<'a, 'b> {
         1 + widest + product
     }
 
+    /// Charges the start of program `self.pid`, `cost` steps, against the step budget.
+    fn start_program(&mut self, cost: u64) -> Result<(), InterpError> {
+        self.steps = self.steps.saturating_add(cost);
+        if self.steps > self.max_steps {
+            return Err(InterpError {
+                message: format!(
+                    "{}; program {:?} was about to start",
+                    budget_spent(self.max_steps),
+                    self.pid
+                ),
+                op: String::new(),
+                loc: Loc::default(),
+                program: self.pid,
+            });
+        }
+        Ok(())
+    }
+
     /// The error when the step budget is spent, saying where the run was.
     fn over_budget(&self, op: &Op) -> InterpError {
-        let mut message = format!(
-            "stopped after {} element operations, the budget (--max-steps raises it)",
-            self.max_steps
-        );
+        let mut message = budget_spent(self.max_steps);
         if let Some((loc, i, trips)) = self.loops.last() {
             message += &format!(
                 "; the loop at {}:{} was in iteration {} of {}",
@@ -976,10 +1177,7 @@ impl<'a, 'b> Machine<'a, 'b> {
             OpKind::Print(msg) => {
                 let mut line = format!("pid {:?} {msg}", self.pid);
                 for v in &op.operands {
-                    let t = self.get(*v);
-                    let d = self.dtype(*v);
-                    let vals: Vec<String> = t.elems().iter().map(|e| fmt_elem(*e, d)).collect();
-                    line.push_str(&format!(" [{}]", vals.join(", ")));
+                    line.push_str(&format!(" [{}]", fmt_elems(self.get(*v).elems(), self.dtype(*v))));
                 }
                 self.out.push(line);
             }
@@ -1355,6 +1553,20 @@ fn round_tf32(x: f64) -> f64 {
     f32::from_bits(r) as f64
 }
 
+/// A tile's elements as `print` shows them: the first [`MAX_PRINTED_ELEMENTS`], then how many
+/// there are.
+fn fmt_elems(elems: &[Scalar], d: DType) -> String {
+    let mut vals: Vec<String> = elems
+        .iter()
+        .take(MAX_PRINTED_ELEMENTS)
+        .map(|e| fmt_elem(*e, d))
+        .collect();
+    if elems.len() > MAX_PRINTED_ELEMENTS {
+        vals.push(format!("... ({} elements)", elems.len()));
+    }
+    vals.join(", ")
+}
+
 fn fmt_elem(e: Scalar, d: DType) -> String {
     match e {
         Scalar::B(b) => b.to_string(),
@@ -1420,6 +1632,87 @@ mod tests {
         let e = run(&k, [2, 1, 1], &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap_err();
         assert!(e.message.starts_with(LEFT_WAITING), "{e}");
         assert_eq!(e.program, [0, 0, 0]);
+    }
+
+    fn checked(src: &str) -> Kernel {
+        let ast = crate::syntax::parse(src).unwrap();
+        crate::check::check_kernel(src, &ast, "k", &vec![]).unwrap()
+    }
+
+    /// Every program counts against the budget, so a grid of programs that do nothing ends.
+    #[test]
+    fn empty_programs_spend_the_step_budget() {
+        let k = checked("kernel k() {}");
+        let limits = Limits {
+            max_steps: 1000 * PROGRAM_STEPS,
+        };
+        let e = run_limited(&k, [u32::MAX; 3], &[], &mut [], &limits).unwrap_err();
+        assert!(e.message.starts_with("stopped after 16000 element operations"), "{e}");
+        assert_eq!(e.program, [1000, 0, 0]);
+        // Along every axis, not only the first.
+        let e = run_limited(&k, [1, u32::MAX, u32::MAX], &[], &mut [], &limits).unwrap_err();
+        assert_eq!(e.program, [0, 1000, 0]);
+        assert!(run_limited(&k, [10, 10, 10], &[], &mut [], &limits).is_ok());
+    }
+
+    /// The programs of a cluster and the threads they start on count before they start.
+    #[test]
+    fn cluster_threads_spend_the_step_budget() {
+        let sum = "kernel @k(x %0: *f32) cluster(2) {
+  %1 = const<1.0> : f32
+  %2 = cluster_reduce<sum> %1 : f32
+}
+";
+        let k = crate::ir::parse_kernel(sum).unwrap();
+        let limits = Limits { max_steps: 100_000 };
+        let mut bufs = vec![f32s("x", &[0.0])];
+        let e = run_limited(
+            &k,
+            [u32::MAX - 1, u32::MAX, u32::MAX],
+            &[Arg::Buffer(0)],
+            &mut bufs,
+            &limits,
+        )
+        .unwrap_err();
+        assert!(e.message.starts_with("stopped after 100000 element operations"), "{e}");
+        let clusters = (100_000 - 2 * THREAD_STEPS) / (2 * CLUSTER_PROGRAM_STEPS);
+        assert!(e.program[0] as u64 <= 2 * (clusters + 1), "{e:?}");
+        // The threads' own starts count too.
+        let few = Limits {
+            max_steps: THREAD_STEPS,
+        };
+        let e = run_limited(&k, [2, 1, 1], &[Arg::Buffer(0)], &mut bufs, &few).unwrap_err();
+        assert!(
+            e.message.contains("the threads of a cluster were about to start"),
+            "{e}"
+        );
+    }
+
+    /// What a run keeps of its printed lines is bounded, and so is each line.
+    #[test]
+    fn printing_is_bounded() {
+        let k = checked(
+            "kernel k() { let x = arange(0, 1048576); print(\"x\", x); for i in 0..20000 { print(\"y\", arange(0, 1024)); } }",
+        );
+        let out = run(&k, [1, 1, 1], &[], &mut []).unwrap();
+        let bytes: usize = out.iter().map(|l| l.len() + 1).sum();
+        assert!(bytes <= MAX_PRINTED_BYTES + 200, "{bytes}");
+        assert!(
+            out[0].ends_with("254, 255, ... (1048576 elements)]"),
+            "{}",
+            &out[0][out[0].len() - 60..]
+        );
+        let last = out.last().unwrap();
+        assert!(
+            last.starts_with("... ") && last.contains("bytes of printed output dropped"),
+            "{last}"
+        );
+        // Short output is kept whole, with no note.
+        let k = checked("kernel k() { print(\"x\", arange(0, 4)); }");
+        assert_eq!(
+            run(&k, [2, 1, 1], &[], &mut []).unwrap(),
+            ["pid [0, 0, 0] x [0, 1, 2, 3]", "pid [1, 0, 0] x [0, 1, 2, 3]"]
+        );
     }
 
     /// Each value is dropped after its last read in its own region; values from outside a loop

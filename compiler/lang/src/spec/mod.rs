@@ -21,6 +21,9 @@ use crate::diag::{Diagnostic, Span};
 use crate::ir::{ConstValue, DType};
 use crate::syntax::ast::{self, Arg, BinOp, Expr, ExprKind, Stmt, UnOp};
 
+/// The most programs a grid may have along each axis (x, y, z): what a GPU launch accepts.
+pub const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
 /// The `reference(..)` of a run spec.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReferenceName {
@@ -86,35 +89,71 @@ impl InitSpec {
         eval: &dyn Fn(&Expr) -> Result<Num, Diagnostic>,
         span: crate::diag::Span,
     ) -> Result<Init, Diagnostic> {
-        let num = |e: &Option<Expr>, default: f64| e.as_ref().map_or(Ok(default), |e| eval(e).map(Num::as_f64));
+        let value = |e: &Option<Expr>, default: Num| e.as_ref().map_or(Ok(default), |e| eval(e));
+        let num = |e: &Option<Expr>, default: f64| value(e, Num::F(default)).map(Num::as_f64);
         Ok(match self {
             InitSpec::Randn => Init::Randn,
             InitSpec::Rand(lo, hi) => {
                 let (lo, hi) = (num(lo, 0.0)?, num(hi, 1.0)?);
-                if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
-                    return Err(
-                        Diagnostic::error(span, format!("`rand` needs lo < hi; got lo = {lo}, hi = {hi}"))
-                            .label("an empty range"),
-                    );
+                // An infinite bound or width would make every sample infinite or NaN.
+                if !(lo < hi && (hi - lo).is_finite()) {
+                    return Err(Diagnostic::error(
+                        span,
+                        format!("`rand` needs finite bounds lo < hi; got lo = {lo}, hi = {hi}"),
+                    )
+                    .label(if lo.is_nan() || hi.is_nan() {
+                        "a bound is not a number"
+                    } else if lo < hi {
+                        "an infinite range"
+                    } else {
+                        "an empty range"
+                    })
+                    .help("e.g. `rand([n], -1, 1)`"));
                 }
                 Init::Rand(lo, hi)
             }
             InitSpec::Randint(lo, hi) => {
-                let (lo, hi) = (num(lo, 0.0)?, num(hi, 100.0)?);
-                if lo.fract() != 0.0 || hi.fract() != 0.0 || lo >= hi {
-                    return Err(Diagnostic::error(
-                        span,
-                        format!("`randint` needs integers lo < hi; got lo = {lo}, hi = {hi}"),
-                    )
-                    .label("not an integer range"));
+                let (lo, hi) = (value(lo, Num::I(0))?, value(hi, Num::I(100))?);
+                match (exact_i64(lo), exact_i64(hi)) {
+                    (Some(l), Some(h)) if l < h => Init::Randint(l, h),
+                    _ => {
+                        return Err(Diagnostic::error(
+                            span,
+                            format!(
+                                "`randint` needs integers lo < hi; got lo = {}, hi = {}",
+                                shown(lo),
+                                shown(hi)
+                            ),
+                        )
+                        .label("not an integer range")
+                        .note("each bound is an integer from -2^63 to 2^63 - 1"));
+                    }
                 }
-                Init::Randint(lo as i64, hi as i64)
             }
             InitSpec::Full(v) => Init::Full(num(v, 0.0)?),
             InitSpec::Constant(v) => Init::Full(*v),
             InitSpec::Arange => Init::Arange,
             InitSpec::Poison => Init::Poison,
         })
+    }
+}
+
+/// `v` as an i64 when it is an integer that one holds exactly (a float bound past 2^63 would
+/// saturate, and an empty range with it).
+fn exact_i64(v: Num) -> Option<i64> {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    match v {
+        Num::I(i) => Some(i),
+        Num::F(f) if f.fract() == 0.0 && (-TWO_63..TWO_63).contains(&f) => Some(f as i64),
+        Num::F(_) => None,
+    }
+}
+
+/// A number as a message shows it.
+fn shown(v: Num) -> String {
+    match v {
+        Num::I(i) => i.to_string(),
+        Num::F(f) => f.to_string(),
     }
 }
 
@@ -139,10 +178,17 @@ pub fn parse_specs(file: &ast::File) -> (Vec<RunSpec>, Vec<Diagnostic>) {
     let mut specs = Vec::new();
     let mut diags = Vec::new();
     let kernels = crate::check::kernel_names(file);
+    // By name, the first of a name as `find_kernel` has it: a search per spec was quadratic.
+    let mut defs = std::collections::HashMap::new();
+    for item in &file.items {
+        if let ast::Item::Kernel(k) = item {
+            defs.entry(k.name.name.as_str()).or_insert(k);
+        }
+    }
     for item in &file.items {
         if let ast::Item::Run(r) = item {
             // Reported here, at the name, so that the caller's whole-spec check never sees it.
-            if !kernels.contains(&r.kernel.name) {
+            let Some(def) = defs.get(r.kernel.name.as_str()) else {
                 let mut d = Diagnostic::error(
                     r.kernel.span,
                     format!("run spec for unknown kernel `{}`", r.kernel.name),
@@ -151,12 +197,12 @@ pub fn parse_specs(file: &ast::File) -> (Vec<RunSpec>, Vec<Diagnostic>) {
                 d = match crate::check::closest_name(&r.kernel.name, kernels.iter().map(|k| k.as_str())) {
                     Some(k) => d.help(format!("a kernel with a similar name exists: `{k}`")),
                     None if kernels.is_empty() => d.note("this file defines no kernels"),
-                    None => d.note(format!("this file defines: {}", kernels.join(", "))),
+                    None => d.note(format!("this file defines: {}", crate::diag::list(&kernels))),
                 };
                 diags.push(d);
                 continue;
-            }
-            match parse_spec(r) {
+            };
+            match parse_spec(r).and_then(|s| check_flops(&s, def).map(|()| s)) {
                 Ok(s) => specs.push(s),
                 Err(d) => diags.push(d),
             }
@@ -199,6 +245,8 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
     if let Some(t) = &r.body.tail {
         stmts.push(t);
     }
+    // Where each size list and the `consts(..)` section are, for the errors that span several.
+    let (mut size_spans, mut bench_spans, mut consts_at) = (Vec::new(), Vec::new(), None);
     for e in stmts {
         let ExprKind::Call { func, args } = &e.kind else {
             return Err(bad(e.span, "unexpected expression in a run spec")
@@ -217,13 +265,16 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
                         return Err(bad(a.value.span, "sizes must be non-negative integers").label("here"));
                     }
                     if func.name == "bench" {
+                        bench_spans.push(a.value.span);
                         spec.bench.push((name, values));
                     } else {
+                        size_spans.push(a.value.span);
                         spec.sizes.push((name, values));
                     }
                 }
             }
             "consts" => {
+                consts_at.get_or_insert(e.span);
                 for a in args {
                     let name = named(a, "consts")?;
                     let values = match &a.value.kind {
@@ -309,7 +360,112 @@ fn parse_spec(r: &ast::RunSpec) -> Result<RunSpec, Diagnostic> {
     if spec.grid.is_empty() {
         return Err(bad(r.kernel.span, "the run spec has no `grid(..)`").label("needs a grid"));
     }
+    zipped_count(&spec.sizes, &size_spans, "sizes")?;
+    zipped_count(&spec.bench, &bench_spans, "bench")?;
+    check_case_count(&spec, &size_spans, &bench_spans, consts_at)?;
     Ok(spec)
+}
+
+/// The most cases one run spec may have (its sizes zipped, crossed with its constants): eight
+/// crossed lists of 40 values would be 6.5e12 cases, built before the first ran.
+pub const MAX_CASES: u64 = 10_000;
+
+/// The number of cases of zipped size lists: their common length (a one-value list repeats).
+/// A list of another length is an error at it, with the longest as the one to match.
+fn zipped_count(lists: &[(String, Vec<i64>)], spans: &[Span], section: &str) -> Result<u64, Diagnostic> {
+    let Some(longest) = (0..lists.len()).max_by_key(|&i| (lists[i].1.len(), std::cmp::Reverse(i))) else {
+        return Ok(1);
+    };
+    let n = lists[longest].1.len();
+    if let Some(i) = (0..lists.len()).find(|&i| lists[i].1.len() != 1 && lists[i].1.len() != n) {
+        let values = |k: usize| if k == 1 { "value" } else { "values" };
+        let (name, len) = (&lists[i].0, lists[i].1.len());
+        return Err(Diagnostic::error(
+            spans[i],
+            format!(
+                "`{section}` list `{}` has {len} {} but `{}` has {n}",
+                crate::diag::short(name),
+                values(len),
+                crate::diag::short(&lists[longest].0)
+            ),
+        )
+        .label(format!("{len} {}", values(len)))
+        .with(spans[longest], format!("{n} values"))
+        .note(format!(
+            "`{section}` lists are zipped (case i takes the i-th value of each): give each {n} values, or one"
+        )));
+    }
+    Ok(n as u64)
+}
+
+/// Refuses a spec of more than [`MAX_CASES`] cases, counted before any is built.
+fn check_case_count(
+    spec: &RunSpec,
+    size_spans: &[Span],
+    bench_spans: &[Span],
+    consts_at: Option<Span>,
+) -> Result<(), Diagnostic> {
+    let crossed = spec
+        .consts
+        .iter()
+        .try_fold(1u64, |n, (_, values)| n.checked_mul(values.len() as u64));
+    let sizes = [(&spec.sizes, size_spans), (&spec.bench, bench_spans)];
+    for (lists, spans) in sizes {
+        let zipped = lists.iter().map(|(_, v)| v.len() as u64).max().unwrap_or(1);
+        let count = crossed.and_then(|c| c.checked_mul(zipped));
+        if count.is_some_and(|c| c <= MAX_CASES) {
+            continue;
+        }
+        let shown = count.map_or("more than 2^64".to_string(), |c| c.to_string());
+        // At the constants when they are crossed, else at the longest size list.
+        let longest = (0..lists.len()).max_by_key(|&i| lists[i].1.len());
+        let at = match (consts_at, longest) {
+            (Some(c), _) if crossed != Some(1) => c,
+            (_, Some(i)) => spans[i],
+            (Some(c), None) => c,
+            (None, None) => spec.span,
+        };
+        let mut factors: Vec<String> = Vec::new();
+        if zipped > 1 {
+            factors.push(format!("{zipped} sizes"));
+        }
+        factors.extend(
+            spec.consts
+                .iter()
+                .filter(|(_, v)| v.len() > 1)
+                .take(crate::diag::MAX_LISTED)
+                .map(|(n, v)| format!("{} `{}`", v.len(), crate::diag::short(n))),
+        );
+        return Err(Diagnostic::error(
+            at,
+            format!("this run spec has {shown} cases; at most {MAX_CASES} are allowed"),
+        )
+        .label(format!("{} crossed", factors.join(" × ")))
+        .help("split it into several run specs, or give fewer values"));
+    }
+    Ok(())
+}
+
+/// Checks a parsed spec's `flops(..)` against the names it may read: the spec's sizes and
+/// constants and the kernel's compile-time values; name-free arithmetic (`/ 0`) is evaluated.
+fn check_flops(spec: &RunSpec, def: &ast::FnDef) -> Result<(), Diagnostic> {
+    let Some(flops) = &spec.flops else {
+        return Ok(());
+    };
+    let known = |n: &str| {
+        spec.sizes.iter().chain(&spec.bench).any(|(s, _)| s == n)
+            || spec.consts.iter().any(|(c, _)| c == n)
+            || def.consts.iter().any(|c| c.name.name == n)
+    };
+    check_expr(
+        flops,
+        &known,
+        "a size or compile-time value of this run spec or its kernel",
+    )
+    .map(|_| ())
+    .map_err(|d| {
+        d.help("`flops(..)` reads the sizes, the compile-time values, numbers, + - * / %, cdiv, min, max and next_pow2")
+    })
 }
 
 fn named(a: &Arg, section: &str) -> Result<String, Diagnostic> {
@@ -345,9 +501,10 @@ fn const_spec(e: &Expr) -> Result<ConstSpec, Diagnostic> {
     }
 }
 
-fn mentions_name(e: &Expr) -> bool {
+/// Whether `e` reads a name (a size, a constant, a parameter; `inf` is a number).
+pub(crate) fn mentions_name(e: &Expr) -> bool {
     match &e.kind {
-        ExprKind::Name(_) => true,
+        ExprKind::Name(n) => n != "inf",
         ExprKind::Paren(x) | ExprKind::Unary(_, x) => mentions_name(x),
         ExprKind::Binary(_, a, b) => mentions_name(a) || mentions_name(b),
         ExprKind::Call { args, .. } => args.iter().any(|a| mentions_name(&a.value)),
@@ -466,8 +623,9 @@ pub fn eval(e: &Expr, env: &dyn Fn(&str) -> Option<Num>) -> Result<Num, Diagnost
 }
 
 /// Whether `e` is an expression [`eval`] accepts when `known` names have integer values: its
-/// forms and names, not its arithmetic (which depends on the values). Gives the kind of number
-/// it evaluates to. `names` says what the known names are, for the error on another one.
+/// forms and names, and the arithmetic of its parts that name nothing (`1 / 0`), not the rest
+/// (which depends on the values). Gives the kind of number it evaluates to. `names` says what
+/// the known names are, for the error on another one.
 pub fn check_expr(e: &Expr, known: &dyn Fn(&str) -> bool, names: &str) -> Result<Num, Diagnostic> {
     eval_in(
         e,
@@ -479,9 +637,10 @@ pub fn check_expr(e: &Expr, known: &dyn Fn(&str) -> bool, names: &str) -> Result
     )
 }
 
-/// How [`eval_in`] evaluates: with `strict` false, arithmetic that fails (overflow, division by
-/// zero, `cdiv` by a non-positive number, `next_pow2` out of range) gives 0 instead of an
-/// error; `names` says what a name may be (`None`: a run spec's sizes or constants).
+/// How [`eval_in`] evaluates: with `strict` false, arithmetic on names that fails (overflow,
+/// division by zero, `cdiv` by a non-positive number, `next_pow2` out of range) gives 0 instead
+/// of an error, since the names' values are not known; arithmetic that names nothing is always
+/// strict. `names` says what a name may be (`None`: a run spec's sizes or constants).
 struct Mode<'a> {
     strict: bool,
     names: Option<&'a str>,
@@ -489,13 +648,16 @@ struct Mode<'a> {
 
 fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<Num, Diagnostic> {
     let err = |m: &str| Diagnostic::error(e.span, m.to_string());
-    let arith = |m: &str| {
-        if mode.strict {
+    // Arithmetic that fails whatever the names are (its `culprit` names none: `1 / 0`,
+    // `n / 0`) fails in every evaluation: an error even when checking.
+    let fails_on = |m: &str, culprit: &Expr| {
+        if mode.strict || !mentions_name(culprit) {
             Err(err(m).label("here"))
         } else {
             Ok(Num::I(0))
         }
     };
+    let arith = |m: &str| fails_on(m, e);
     let eval = |e: &Expr, env: &dyn Fn(&str) -> Option<Num>| eval_in(e, env, mode);
     Ok(match &e.kind {
         ExprKind::Int(v) => Num::I(i64::try_from(*v).map_err(|_| err("integer too large").label("here"))?),
@@ -559,7 +721,8 @@ fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<N
                     };
                     match v {
                         Some(v) => Num::I(v),
-                        None => arith("overflow or division by zero")?,
+                        None if y == 0 => fails_on("integer division by zero", b)?,
+                        None => arith("integer overflow: the result is outside the 64-bit range")?,
                     }
                 }
                 _ => {
@@ -591,7 +754,7 @@ fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<N
                     Some(s) => Num::I(s.div_euclid(y)),
                     None => arith("overflow")?,
                 },
-                "cdiv" => arith("`cdiv` by a non-positive number")?,
+                "cdiv" => fails_on("`cdiv` by a non-positive number", &args[1].value)?,
                 "min" => Num::I(x.min(y)),
                 _ => Num::I(x.max(y)),
             }
@@ -606,4 +769,147 @@ fn eval_in(e: &Expr, env: &dyn Fn(&str) -> Option<Num>, mode: &Mode) -> Result<N
                 .label("use numbers, sizes, constants, + - * / %, comparisons, && || !, cdiv, min, max, next_pow2"));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KERNEL: &str = "kernel k<const BLOCK: i32 = 64>(x: *f32, out: *mut f32, n: i32) {\n    let o = arange(0, BLOCK);\n    store(out + o, load(x + o, o < n), o < n);\n}\n";
+
+    /// The specs of `KERNEL` followed by `spec`, and the diagnostics of reading them.
+    fn specs(spec: &str) -> (Vec<RunSpec>, Vec<Diagnostic>) {
+        let src = format!("{KERNEL}{spec}");
+        let ast = crate::syntax::parse(&src).unwrap();
+        parse_specs(&ast)
+    }
+
+    fn error(spec: &str) -> Diagnostic {
+        let (specs, mut diags) = specs(spec);
+        assert!(specs.is_empty() && diags.len() == 1, "{diags:?}");
+        diags.remove(0)
+    }
+
+    /// The text `d` points at in `KERNEL` followed by `spec`.
+    fn at(spec: &str, d: &Diagnostic) -> String {
+        format!("{KERNEL}{spec}")[d.span.range()].to_string()
+    }
+
+    fn resolve(init: &str) -> Result<Init, Diagnostic> {
+        let (specs, diags) = specs(&format!(
+            "run k {{ sizes(n: [4]); grid(1); args(x: {init}, out: output([n]), n: n); }}"
+        ));
+        assert!(diags.is_empty(), "{diags:?}");
+        let ArgSpec::Buffer { init, .. } = &specs[0].args[0].1 else {
+            panic!("not a buffer")
+        };
+        init.resolve(&|e| eval(e, &|_| None), Span::default())
+    }
+
+    /// A bound past i64 no longer saturates into an empty range; an infinite or NaN `rand`
+    /// bound is refused rather than giving infinite samples.
+    #[test]
+    fn generator_bounds_are_finite_ranges() {
+        let d = resolve("randint([4], 9.3e18, 1e19)").unwrap_err();
+        assert!(
+            d.message
+                .contains("`randint` needs integers lo < hi; got lo = 9300000000000000000, hi = 10000000000000000000"),
+            "{d:?}"
+        );
+        assert!(resolve("randint([4], 1.5, 3)").is_err());
+        assert_eq!(
+            resolve("randint([4], -9.2e18, 9.2e18)").unwrap(),
+            Init::Randint(-9_200_000_000_000_000_000, 9_200_000_000_000_000_000)
+        );
+        assert_eq!(
+            resolve("randint([4], 0, 9223372036854775807)").unwrap(),
+            Init::Randint(0, i64::MAX)
+        );
+        for bad in [
+            "rand([4], 0, inf)",
+            "rand([4], -inf, 0)",
+            "rand([4], 0, inf - inf)",
+            "rand([4], -1e308, 1e308)",
+            "rand([4], 1, 1)",
+        ] {
+            let d = resolve(bad).unwrap_err();
+            assert!(
+                d.message.starts_with("`rand` needs finite bounds lo < hi"),
+                "{bad}: {d:?}"
+            );
+        }
+        assert_eq!(resolve("rand([4], -2, 2)").unwrap(), Init::Rand(-2.0, 2.0));
+    }
+
+    /// Crossed constants are counted before any case is built.
+    #[test]
+    fn too_many_cases_are_refused_at_consts() {
+        let list = format!("[{}]", (0..40).map(|i| i.to_string()).collect::<Vec<_>>().join(", "));
+        let consts: Vec<String> = (0..8).map(|i| format!("C{i}: {list}")).collect();
+        let spec = format!(
+            "run k {{ sizes(n: [4]); consts({}); grid(1); args(x: randn([n]), out: output([n]), n: n); }}",
+            consts.join(", ")
+        );
+        let d = error(&spec);
+        assert!(d.message.contains("6553600000000 cases; at most 10000"), "{d:?}");
+        assert!(at(&spec, &d).starts_with("consts("), "{}", at(&spec, &d));
+        // 100 sizes by 100 values is fine.
+        let ok = format!(
+            "run k {{ sizes(n: [{}]); consts(BLOCK: [{}]); grid(1); args(x: randn([n]), out: output([n]), n: n); }}",
+            vec!["1"; 100].join(", "),
+            vec!["64"; 100].join(", ")
+        );
+        let (mut parsed, diags) = specs(&ok);
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(cases(&parsed[0]).unwrap().len(), 10_000);
+        // `cases` counts before it builds, whoever made the spec.
+        let values = vec![ConstSpec::Value(ConstValue::Int(64)); 40];
+        parsed[0].consts = (0..8).map(|i| (format!("C{i}"), values.clone())).collect();
+        assert!(cases(&parsed[0]).unwrap_err().message.contains("more than 10000 cases"));
+    }
+
+    /// Zipped lists of different lengths are an error at the list, when the spec is read.
+    #[test]
+    fn zipped_lists_of_other_lengths_are_located() {
+        for section in ["sizes", "bench"] {
+            let spec = format!(
+                "run k {{ {section}(n: [1, 2], m: [1, 2, 3], q: [5]); grid(1); args(x: randn([n]), out: output([n]), n: n); }}"
+            );
+            let d = error(&spec);
+            assert!(
+                d.message
+                    .contains(&format!("`{section}` list `n` has 2 values but `m` has 3")),
+                "{d:?}"
+            );
+            assert_eq!(at(&spec, &d), "[1, 2]");
+            assert_eq!(at(&spec, &Diagnostic::error(d.secondary[0].0, "")), "[1, 2, 3]");
+        }
+    }
+
+    /// `flops(..)` reads only what a case defines, and its name-free arithmetic is evaluated.
+    #[test]
+    fn flops_is_checked_with_the_spec() {
+        let spec = |f: &str| {
+            format!(
+                "run k {{ sizes(n: [4]); bench(m: [8]); consts(C: [1, 2]); grid(1); args(x: randn([n]), out: output([n]), n: n); flops({f}); }}"
+            )
+        };
+        for good in ["2 * n", "m * C * BLOCK", "n / (n - 1)"] {
+            assert!(specs(&spec(good)).1.is_empty(), "{good}");
+        }
+        for (bad, what, message) in [
+            ("2 * nope", "nope", "`nope` is not a size or compile-time value"),
+            ("n * (1 / 0)", "1 / 0", "integer division by zero"),
+            (
+                "n + 9223372036854775807 * 2",
+                "9223372036854775807 * 2",
+                "integer overflow",
+            ),
+        ] {
+            let s = spec(bad);
+            let d = error(&s);
+            assert!(d.message.contains(message), "{bad}: {d:?}");
+            assert_eq!(at(&s, &d), what);
+        }
+    }
 }

@@ -56,6 +56,19 @@ fn cases_of(spec: &RunSpec, sizes: &[(String, Vec<i64>)]) -> Result<Vec<Case>, D
         .label("in this run spec")
         .note("size lists are zipped: give each the same number of values, or one"));
     }
+    // Counted before any is built (`parse_specs` reports this at `consts(..)`).
+    let count = spec
+        .consts
+        .iter()
+        .try_fold(n as u64, |c, (_, v)| c.checked_mul(v.len() as u64));
+    if count.is_none_or(|c| c > super::MAX_CASES) {
+        return Err(Diagnostic::error(
+            spec.span,
+            format!("this run spec has more than {} cases", super::MAX_CASES),
+        )
+        .label("its sizes and constants give too many")
+        .help("split it into several run specs, or give fewer values"));
+    }
     let mut out = Vec::new();
     for i in 0..n {
         let sizes: Vec<(String, i64)> = sizes
@@ -127,7 +140,7 @@ impl RefCase {
         let have = if have.is_empty() {
             "none".to_string()
         } else {
-            have.iter().map(|h| format!("`{h}`")).collect::<Vec<_>>().join(", ")
+            crate::diag::quoted_list(have)
         };
         Err(RefError(format!(
             "it reads the {what} `{name}`, which the spec does not give (its {what}s: {have})"
@@ -347,17 +360,22 @@ pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagno
     let mut grid = [1u32; 3];
     for (i, g) in spec.grid.iter().enumerate() {
         match eval_in_case(g, case, kernel)? {
-            Num::I(v) if v >= 1 && v <= u32::MAX as i64 => grid[i] = v as u32,
+            Num::I(v) if v >= 1 && v <= super::MAX_GRID[i] as i64 => grid[i] = v as u32,
             v => {
                 let shown = match v {
                     Num::I(i) => i.to_string(),
                     Num::F(f) => f.to_string(),
                 };
+                let axis = ["x", "y", "z"][i];
                 return Err(Diagnostic::error(
                     g.span,
-                    format!("grid extent {shown} is not a positive integer (1 to {})", u32::MAX),
+                    format!(
+                        "grid extent {shown} is not a positive integer (1 to {})",
+                        super::MAX_GRID[i]
+                    ),
                 )
-                .label("in this case"));
+                .label(format!("{axis} in this case"))
+                .note("a GPU grid has 1 to 2^31 - 1 programs along x, and 1 to 65535 along y and z"));
             }
         }
     }
@@ -371,7 +389,7 @@ pub fn plan(spec: &RunSpec, case: &Case, kernel: &Kernel) -> Result<Plan, Diagno
             return Err(
                 Diagnostic::error(*span, format!("`{}` has no parameter `{name}`", kernel.name))
                     .label("unknown argument")
-                    .note(format!("its parameters are: {}", names.join(", "))),
+                    .note(format!("its parameters are: {}", crate::diag::list(names))),
             );
         }
     }
@@ -476,6 +494,7 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
     };
     p.reference_input.sizes = case.sizes.iter().cloned().collect();
     p.reference_input.consts = kernel.consts.iter().cloned().collect();
+    check_case_elements(spec, &plan)?;
     for a in plan.args {
         match a {
             PlanArg::Buffer {
@@ -486,16 +505,6 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
                 output,
             } => {
                 let n: usize = shape.iter().product();
-                if n > 1 << 28 {
-                    let span = spec
-                        .args
-                        .iter()
-                        .find(|(a, ..)| *a == name)
-                        .map_or(spec.span, |(.., s)| *s);
-                    return Err(
-                        Diagnostic::error(span, "buffer too large for verification").label("more than 2^28 elements")
-                    );
-                }
                 let data: Vec<Scalar> = (0..n).map(|i| generate(&init, dtype, i, &mut rng)).collect();
                 let buf = Buffer::new(name.clone(), dtype, data);
                 p.reference_input.args.insert(
@@ -521,12 +530,44 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
     Ok(p)
 }
 
+/// The most elements all buffers of one prepared case may hold together. Each element is
+/// held several times over (as a `Scalar` of 16 bytes for the interpreter, as f64 for the
+/// reference, again for a reference kernel and for the comparison: about 56 bytes in all), so
+/// this keeps one case under a gigabyte of host memory.
+pub const MAX_CASE_ELEMENTS: u64 = 1 << 24;
+
+/// Refuses a case whose buffers hold more than [`MAX_CASE_ELEMENTS`] in all, before any is made.
+fn check_case_elements(spec: &RunSpec, plan: &Plan) -> Result<(), Diagnostic> {
+    let total = plan.args.iter().fold(0u64, |t, a| t.saturating_add(a.len() as u64));
+    if total <= MAX_CASE_ELEMENTS {
+        return Ok(());
+    }
+    let largest = plan.args.iter().max_by_key(|a| a.len()).and_then(|a| match a {
+        PlanArg::Buffer { name, shape, .. } => Some((name, shape)),
+        PlanArg::Scalar { .. } => None,
+    });
+    let mut d = Diagnostic::error(
+        spec.span,
+        format!("this case's buffers hold {total} elements in all; at most {MAX_CASE_ELEMENTS} (2^24) are allowed"),
+    )
+    .label("in this case")
+    .help("give this run spec smaller sizes (`bench(..)` sizes, for `tilec bench`, have no such limit)");
+    if let Some((name, shape)) = largest
+        && let Some((.., span)) = spec.args.iter().find(|(a, ..)| a == name)
+    {
+        d = d.with(*span, format!("the largest, {shape:?}"));
+    }
+    Err(d)
+}
+
 fn generate(init: &Init, d: DType, i: usize, rng: &mut rand::rngs::StdRng) -> Scalar {
     let v = match init {
         Init::Poison => return poison(d),
         Init::Randn => rng.sample::<f64, _>(StandardNormal),
         Init::Rand(lo, hi) => lo + (hi - lo) * rng.random::<f64>(),
-        Init::Randint(lo, hi) => rng.random_range(*lo..(*hi).max(lo + 1)) as f64,
+        // `Init::resolve` gives lo < hi; any other pair takes lo rather than panic.
+        Init::Randint(lo, hi) if lo < hi => rng.random_range(*lo..*hi) as f64,
+        Init::Randint(lo, _) => *lo as f64,
         Init::Full(v) => *v,
         Init::Arange => i as f64,
     };
@@ -548,7 +589,8 @@ pub fn fill_bytes(dtype: DType, init: &Init, n: usize, seed: u64) -> Vec<u8> {
         let v = match init {
             Init::Full(v) => *v,
             Init::Arange => i as f64,
-            Init::Randint(lo, hi) => (*lo + (u * (hi - lo).max(1) as f64) as i64) as f64,
+            // In f64: `hi - lo` overflows i64 for the widest ranges.
+            Init::Randint(lo, hi) => *lo as f64 + (u * (*hi as f64 - *lo as f64).max(1.0)).floor(),
             Init::Rand(lo, hi) => lo + (hi - lo) * u,
             Init::Randn | Init::Poison => 2.0 * u - 1.0,
         };
@@ -665,6 +707,81 @@ mod tests {
     use super::*;
 
     const EXACT: (f64, f64) = (0.0, 0.0);
+
+    /// `spec` for a one-buffer-in, one-out kernel: the spec, its first case and the kernel.
+    fn case_of(spec: &str) -> (RunSpec, Case, Kernel, String) {
+        let src = format!(
+            "kernel k<const BLOCK: i32 = 64>(x: *f32, out: *mut f32, n: i32) {{\n    let o = arange(0, BLOCK);\n    store(out + o, load(x + o, o < n), o < n);\n}}\n{spec}"
+        );
+        let ast = crate::syntax::parse(&src).unwrap();
+        let (mut specs, diags) = super::super::parse_specs(&ast);
+        assert!(diags.is_empty(), "{diags:?}");
+        let spec = specs.remove(0);
+        let case = cases(&spec).unwrap().remove(0);
+        let kernel = crate::check::check_kernel(&src, &ast, "k", &vec![]).unwrap();
+        (spec, case, kernel, src)
+    }
+
+    /// Grid extents are what a GPU launch takes: x up to 2^31 - 1, y and z up to 65535.
+    #[test]
+    fn grid_extents_are_what_a_gpu_takes() {
+        for (grid, ok, at) in [
+            ("2147483647, 65535, 65535", true, ""),
+            ("2147483648", false, "2147483648"),
+            ("1, 65536", false, "65536"),
+            ("1, 1, 4294967295", false, "4294967295"),
+            ("1, 0", false, "0"),
+        ] {
+            let (spec, case, kernel, src) = case_of(&format!(
+                "run k {{ sizes(n: [4]); grid({grid}); args(x: randn([n]), out: output([n]), n: n); }}"
+            ));
+            match plan(&spec, &case, &kernel) {
+                Ok(p) => assert!(ok, "{grid}: {:?}", p.grid),
+                Err(d) => {
+                    assert!(!ok && d.message.starts_with("grid extent"), "{grid}: {d:?}");
+                    assert_eq!(&src[d.span.range()], at);
+                }
+            }
+        }
+    }
+
+    /// The buffers of one case are bounded in all, before any is made.
+    #[test]
+    fn a_case_holds_a_bounded_number_of_elements() {
+        let spec =
+            |n: u64| format!("run k {{ sizes(n: [{n}]); grid(1); args(x: randn([n]), out: output([n]), n: n); }}");
+        let (s, case, kernel, _) = case_of(&spec(MAX_CASE_ELEMENTS / 2 + 1));
+        let d = prepare(&s, &case, &kernel, 0).unwrap_err();
+        assert!(
+            d.message.contains(&format!(
+                "hold {} elements in all; at most 16777216",
+                MAX_CASE_ELEMENTS + 2
+            )),
+            "{d:?}"
+        );
+        assert_eq!(d.span, s.span);
+        let (s, case, kernel, _) = case_of(&spec(1000));
+        assert_eq!(prepare(&s, &case, &kernel, 0).unwrap().buffers[0].data.len(), 1000);
+    }
+
+    /// A `randint` range at the ends of i64 is sampled without overflow.
+    #[test]
+    fn randint_at_the_ends_of_i64_does_not_panic() {
+        let (s, case, kernel, _) = case_of(
+            "run k { sizes(n: [64]); grid(1); args(x: randint([n], -9223372036854775807 - 1, 9223372036854775807), out: output([n]), n: n); }",
+        );
+        prepare(&s, &case, &kernel, 0).unwrap();
+        let (s, case, kernel, _) =
+            case_of("run k { sizes(n: [4]); grid(1); args(x: randint([n], 9.3e18, 1e19), out: output([n]), n: n); }");
+        assert!(
+            prepare(&s, &case, &kernel, 0)
+                .unwrap_err()
+                .message
+                .contains("`randint` needs integers lo < hi")
+        );
+        assert!(!fill_bytes(DType::F32, &Init::Randint(i64::MIN, i64::MAX), 16, 1).is_empty());
+        assert!(!fill_bytes(DType::F32, &Init::Randint(5, 5), 16, 1).is_empty());
+    }
 
     #[test]
     fn nan_agrees_only_against_the_interpreter() {

@@ -273,6 +273,17 @@ pub(super) fn tensor_descriptor(cx: &mut Cx<'_>, _name: &str, a: Args, _span: Sp
     let (bv, bs) = a.req(3);
     let block = cx.shape_arg((bv, bs))?;
     let rank = block.len();
+    // The block ops (`ir::verify`) and the hardware's copies take 1 to 5 dimensions.
+    if rank == 0 {
+        return cx.fail(
+            Diagnostic::error(
+                bs,
+                "a tensor descriptor's block needs 1 to 5 dimensions, this one has none",
+            )
+            .label("no dimensions")
+            .help("describe a flat tensor as one dimension: `make_tensor_descriptor(x, [n], [1], [BLOCK])`"),
+        );
+    }
     if rank > 5 {
         return cx.fail(
             Diagnostic::error(bs, format!("a block has at most 5 dimensions, this one has {rank}"))
