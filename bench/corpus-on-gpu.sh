@@ -12,7 +12,8 @@
 # peers.json + peers.log (bench/corpus_peers.py: torch on the same cases, ratios),
 # tune-NAME.json (exhaustive sweeps: the static choice against the best), examples.log
 # (`tilec verify --all`), sm80.log (the examples' sm_80 PTX verified on this GPU).
-# Each step has its own time limit so that one slow step cannot eat the others' time.
+# Each step has its own time limit (JIT_S, VERIFY_S, BENCH_S, PEERS_S seconds) so that one slow
+# step cannot eat the others' time.
 set -u
 out=${1:?usage: bash bench/corpus-on-gpu.sh OUTDIR [steps..]}
 shift
@@ -28,16 +29,16 @@ for step in $steps; do
   case $step in
     jit)
       t=$(ls target/release/deps/gpu-* 2>/dev/null | grep -v '\.d$' | head -1)
-      timeout 240 "$t" --ignored --test-threads 1 > "$out/jit.log" 2>&1
+      timeout ${JIT_S:-120} "$t" --ignored --test-threads 1 > "$out/jit.log" 2>&1
       grep -E '^test result|FAILED|panicked' "$out/jit.log" | head -20 ;;
     verify)
-      timeout 300 $tilec verify bench/corpus/*.tile > "$out/verify.log" 2>&1
+      timeout ${VERIFY_S:-200} $tilec verify bench/corpus/*.tile ${VERIFY_EXTRA:-} > "$out/verify.log" 2>&1
       grep -E '^verify:' "$out/verify.log"; grep -B1 -A6 FAILED "$out/verify.log" | head -40 ;;
     bench)
-      timeout 300 $tilec bench --config model --runs 30 bench/corpus/*.tile --json "$out/corpus.json" > "$out/bench.log" 2>&1
+      timeout ${BENCH_S:-240} $tilec bench --config model --runs 30 bench/corpus/*.tile --json "$out/corpus.json" > "$out/bench.log" 2>&1
       tail -3 "$out/bench.log" ;;
     peers)
-      timeout 240 python3 bench/corpus_peers.py "$out/corpus.json" --json "$out/peers.json" > "$out/peers.log" 2>&1
+      timeout ${PEERS_S:-200} python3 bench/corpus_peers.py "$out/corpus.json" --json "$out/peers.json" --budget $(( ${PEERS_S:-200} - 30 )) > "$out/peers.log" 2>&1
       tail -70 "$out/peers.log" ;;
     sweep=*)
       for fk in $(echo "${step#sweep=}" | tr ',' ' '); do
