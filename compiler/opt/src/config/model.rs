@@ -157,11 +157,20 @@ impl Regs<'_> {
                 u
             })
             .collect();
-        let last = |v: ValueId| uses.iter().rposition(|u| u.contains(&v));
+        // The last op reading each value, found once (not by a search per value and op).
+        let mut last_use: HashMap<ValueId, usize> = HashMap::new();
+        for (i, u) in uses.iter().enumerate() {
+            for v in u {
+                last_use.insert(*v, i);
+            }
+        }
+        let last = |v: ValueId| last_use.get(&v).copied();
         let mut live: HashSet<ValueId> = defs.iter().copied().filter(|v| last(*v).is_some()).collect();
-        let mut peak = outer + self.sum(live.iter().copied());
+        // The registers `live` holds, kept as values come and go.
+        let mut live_sum = self.sum(live.iter().copied());
+        let mut peak = outer + live_sum;
         for (i, op) in r.ops.iter().enumerate() {
-            let live_in = self.sum(live.iter().copied());
+            let live_in = live_sum;
             for sub in &op.regions {
                 // Inside a loop or branch, everything live across the op stays live. So do the
                 // values a loop's body reads from here (every iteration reads them); a branch
@@ -180,13 +189,19 @@ impl Regs<'_> {
                 }
                 peak = peak.max(self.peak(sub, &defs, outer + self.sum(held.into_iter())));
             }
-            live.retain(|v| last(*v).is_some_and(|l| l > i));
+            live.retain(|v| {
+                let keep = last(*v).is_some_and(|l| l > i);
+                if !keep {
+                    live_sum -= self.cost(*v);
+                }
+                keep
+            });
             for res in &op.results {
-                if last(*res).is_some() {
-                    live.insert(*res);
+                if last(*res).is_some() && live.insert(*res) {
+                    live_sum += self.cost(*res);
                 }
             }
-            let live_out = self.sum(live.iter().copied());
+            let live_out = live_sum;
             let defined: usize = self.sum(op.results.iter().copied());
             peak = peak.max(outer + live_in.max(live_out).max(defined) + self.temporaries(op));
         }
