@@ -79,16 +79,9 @@ pub fn analyze(k: &Kernel, spec: &[ArgSpec]) -> HashMap<ValueId, AxisInfo> {
         let s = spec.get(i).copied().unwrap_or_default();
         let div = match p.elem {
             // A pointer is at least aligned to its element.
-            Elem::Ptr { pointee, .. } => {
-                if s.divisible_by_16 {
-                    16
-                } else {
-                    pointee.bytes() as u64
-                }
-            }
+            Elem::Ptr { pointee, .. } => s.divisibility().max(pointee.bytes() as u64),
             _ if s.equals_one => 1,
-            _ if s.divisible_by_16 => 16,
-            _ => 1,
+            _ => s.divisibility(),
         };
         a.info.insert(p.value, AxisInfo::scalar(div));
     }

@@ -175,14 +175,17 @@ pub fn target(sm: &str) -> Result<Target, UnknownTarget> {
 }
 
 /// What a launch's argument is known to satisfy, as Triton specialises: integers equal to 1 or
-/// divisible by 16, pointers aligned to 16 bytes. Each fact lets the compiler vectorise or fold;
-/// a kernel compiled with a fact may only be launched with arguments that have it.
+/// divisible by 16 (or by 8), pointers aligned to 16 (or 8) bytes. Each fact lets the compiler
+/// vectorise or fold (a row stride divisible by 8 is 16 bytes of bf16: enough for TMA); a kernel
+/// compiled with a fact may only be launched with arguments that have it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ArgSpec {
     /// An integer argument equal to 1.
     pub equals_one: bool,
     /// An integer divisible by 16, or a pointer whose address is divisible by 16.
     pub divisible_by_16: bool,
+    /// An integer divisible by 8, or a pointer whose address is (implied by `divisible_by_16`).
+    pub divisible_by_8: bool,
 }
 
 impl ArgSpec {
@@ -191,6 +194,7 @@ impl ArgSpec {
         ArgSpec {
             equals_one: v == 1,
             divisible_by_16: v % 16 == 0,
+            divisible_by_8: v % 8 == 0,
         }
     }
 
@@ -199,15 +203,30 @@ impl ArgSpec {
         ArgSpec {
             equals_one: false,
             divisible_by_16: addr.is_multiple_of(16),
+            divisible_by_8: addr.is_multiple_of(8),
         }
     }
 
-    /// A short tag for cache keys and names: `1`, `d` (divisible by 16) or `-`.
+    /// The largest power of two (up to 16) the value is known to be a multiple of.
+    pub fn divisibility(&self) -> u64 {
+        if self.divisible_by_16 {
+            16
+        } else if self.divisible_by_8 {
+            8
+        } else {
+            1
+        }
+    }
+
+    /// A short tag for cache keys and names: `1`, `d` (divisible by 16), `e` (by 8, not 16) or
+    /// `-`.
     pub fn tag(&self) -> char {
         if self.equals_one {
             '1'
         } else if self.divisible_by_16 {
             'd'
+        } else if self.divisible_by_8 {
+            'e'
         } else {
             '-'
         }

@@ -493,14 +493,15 @@ fn tensor_map(
                 .into(),
         );
     }
+    // The engine takes row strides of any multiple of 16 bytes: 8 elements of bf16, 16 of fp8.
     let aligned = strides[1..].iter().all(|s| match s {
         HostInt::Const(c) => (c * dtype.bytes() as i64) % 16 == 0 && *c > 0,
-        HostInt::Param(p) => fact(*p).divisible_by_16,
+        HostInt::Param(p) => fact(*p).divisibility() * dtype.bytes() as u64 >= 16,
     });
     if !aligned {
         return Err(format!(
-            "its row strides are not known to be multiples of 16 elements ({} bytes of {dtype})",
-            16 * dtype.bytes()
+            "its row strides are not known to be multiples of 16 bytes ({} elements of {dtype})",
+            16_usize.div_ceil(dtype.bytes())
         ));
     }
     Ok(TensorMap {

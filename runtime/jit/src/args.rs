@@ -551,11 +551,14 @@ pub(crate) fn spec_key(args: &[Arg<'_>]) -> u128 {
     let mut key = 0u128;
     for (i, a) in args.iter().enumerate() {
         let s = arg_spec(a);
-        // `equals_one` and `divisible_by_16` never hold together, so three codes suffice.
+        // `equals_one` excludes the divisibility facts, and divisibility by 16 implies it by 8,
+        // so four codes suffice.
         let code: u128 = if s.equals_one {
             2
         } else if s.divisible_by_16 {
             1
+        } else if s.divisible_by_8 {
+            3
         } else {
             0
         };

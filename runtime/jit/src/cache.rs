@@ -590,10 +590,12 @@ pub(crate) mod tests {
         ArgSpec {
             equals_one: false,
             divisible_by_16: true,
+            divisible_by_8: true,
         },
         ArgSpec {
             equals_one: true,
             divisible_by_16: false,
+            divisible_by_8: false,
         },
     ];
 

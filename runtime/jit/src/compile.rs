@@ -878,7 +878,7 @@ mod tests {
         assert_eq!((origin, report), (Origin::Compiled, BuildReport::default()));
         assert!(first.ptx.contains(".entry vector_add"), "{}", first.ptx);
         assert_eq!(first.threads_per_block, 128);
-        assert_eq!(first.specialization, "ddd-");
+        assert_eq!(first.specialization, "ddde");
         assert_eq!(first.cubin, None);
 
         // A second process (a fresh plan of the same source) reads what the first stored.
