@@ -221,6 +221,75 @@ fn fuzz_corpus_through_the_interpreter() {
     assert!(ran > 10);
 }
 
+/// The run-spec fuzzer's corpus (tests/fuzz/corpus/run_spec) through what that target runs:
+/// specs, cases, each case's sizes, its kernel checked for them, its launch planned, its
+/// `#[requires(..)]` evaluated — a result or an error for each file, never a panic or a hang.
+#[test]
+fn fuzz_corpus_through_run_spec_evaluation() {
+    use tile_lang::{check, spec, syntax};
+    let files = corpus_files("run_spec");
+    assert!(files.len() > 20, "the run_spec corpus is in tests/fuzz/corpus/run_spec");
+    let mut planned = 0;
+    for (path, text) in files {
+        planned += bounded(&path, move || {
+            let Ok(ast) = syntax::parse(&text) else { return 0 };
+            let mut n = 0;
+            for s in spec::parse_specs(&ast).0.iter().take(4) {
+                let _ = spec::bench_cases(s);
+                let Ok(cases) = spec::cases(s) else { continue };
+                for case in cases.iter().take(8) {
+                    let sizes = spec::case_sizes(s, case);
+                    let Some(def) = check::find_kernel(&ast, &s.kernel) else { continue };
+                    let _ = check::launch::computed_consts(def, &case.consts, &sizes);
+                    let Ok(k) = check::check_kernel_at(&text, &ast, &s.kernel, &case.consts, &sizes) else {
+                        continue;
+                    };
+                    n += spec::plan(s, case, &k).is_ok() as usize;
+                    let reqs = check::launch::requirements(def);
+                    let _ = check::launch::check_requirements(&reqs, &k.consts, &|n| sizes.get(n));
+                }
+            }
+            n
+        });
+    }
+    eprintln!("run_spec corpus: {planned} cases planned");
+    assert!(planned > 20);
+}
+
+/// The `.npy` fuzzer's corpus (tests/fuzz/corpus/npy) read as every kind of buffer and as an
+/// archive: each file read or refused (a header whose shape overflows, Fortran order, a
+/// structured dtype), never a panic.
+#[test]
+fn fuzz_corpus_through_npy_reading() {
+    use tile_lang::ir::DType;
+    let dir = tile_tests::root().join("tests/fuzz/corpus/npy");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 10, "the npy corpus is in tests/fuzz/corpus/npy");
+    let mut read = 0;
+    for path in files {
+        let p = path.clone();
+        read += bounded(&path, move || {
+            let bytes = std::fs::read(&p).unwrap();
+            let mut n = 0;
+            for d in [DType::F32, DType::BF16, DType::I32, DType::U64, DType::Bool, DType::F64] {
+                n += tilec::npy::read_array("corpus.npy", &bytes, d).is_ok() as usize;
+            }
+            if let Ok(mut npz) = tilec::npy::Npz::open(&p) {
+                for name in npz.names() {
+                    n += npz.read(&name, DType::F32, 1 << 16).is_ok() as usize;
+                }
+            }
+            n
+        });
+    }
+    assert!(read > 5, "{read} reads succeeded");
+    // The header of 2^62 + 250 rows of 4 is refused, not wrapped to 1000 elements.
+    let bytes = std::fs::read(dir.join("shape_overflow.npy")).unwrap();
+    let e = tilec::npy::read_array("x.npy", &bytes, DType::F32).unwrap_err();
+    assert!(e.contains("holds more elements than the file"), "{e}");
+}
+
 /// The interpreter fuzz target's options: a step budget of 1e7 per run (under a second), so
 /// that a loop with a huge bound ends with an error.
 fn fuzz_budget() -> tilec::VerifyOptions<'static> {

@@ -20,7 +20,7 @@ use tile_lang::spec::{self, Case, RunSpec};
 use tile_lang::syntax;
 
 mod explain;
-mod npy;
+pub mod npy;
 mod run;
 mod tune;
 
