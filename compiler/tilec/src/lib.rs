@@ -1149,6 +1149,13 @@ fn run_case(
     Ok((out, printed))
 }
 
+/// Whether `k` has an `assert` (which only debug builds check on the GPU).
+fn asserts(k: &tile_lang::ir::Kernel) -> bool {
+    let mut found = false;
+    k.walk(&mut |op| found |= matches!(op.kind, tile_lang::ir::OpKind::Assert(_)));
+    found
+}
+
 /// Writes one case's buffers as an `.npz`: inputs as generated; each output as run (the GPU's,
 /// else the interpreter's), its contents before the kernel as `NAME.initial`, the interpreter's
 /// beside a GPU run's as `NAME.interpreter`, and the reference's as `NAME.expected` (f64).
@@ -1284,7 +1291,9 @@ fn run_on_gpu(
         num_warps: config.num_warps,
         num_stages: config.num_stages,
         specialization,
-        debug: g.debug,
+        // A kernel that asserts runs as a debug build, so that its assertions are checked on
+        // the GPU as the interpreter checks them.
+        debug: g.debug || asserts(kernel),
     };
     let (c, f) = tile_jit::tune::build(&g.gpu, kernel, &opts, g.ptxas.as_deref()).map_err(|e| e.to_string())?;
     let dev: Vec<_> = initial

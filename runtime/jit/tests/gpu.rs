@@ -973,3 +973,89 @@ fn launches_are_planned_for_their_sizes() {
         other => panic!("expected a refused launch, got {other:?}"),
     }
 }
+
+/// A debug build checks `assert` on the GPU: a NaN in the input makes the launch fail after
+/// printing the kernel, the assertion's line and message, the program and the element (in a
+/// child process: a trap leaves the CUDA context unusable). The release build of the same
+/// kernel leaves the assertion out and runs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_failed_assert_traps_in_a_debug_build() {
+    let exe = std::env::current_exe().unwrap();
+    let dir = TempDir::new("assert-child");
+    let log = dir.0.join("child.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = std::process::Command::new(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "assert_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("TILE_TEST_ASSERT_CHILD", "1")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success() || text.contains("the launch failed"), "{text}");
+    assert!(text.contains("the release build ran"), "{text}");
+    assert!(
+        text.contains("the launch failed"),
+        "the debug build did not trap:\n{text}"
+    );
+    assert!(
+        text.contains("tile assert: kernel `scale` at 5:5: x holds NaN (program (2, 0, 0)")
+            && text.contains("element [1]"),
+        "no message naming the assertion, program and element:\n{text}"
+    );
+}
+
+/// The launches of [`a_failed_assert_traps_in_a_debug_build`] (only in its child).
+#[test]
+#[ignore = "needs a CUDA GPU; run by a_failed_assert_traps_in_a_debug_build"]
+fn assert_child() {
+    if std::env::var("TILE_TEST_ASSERT_CHILD").is_err() {
+        return;
+    }
+    const SCALE: &str = "#[grid(cdiv(n, BLOCK))]
+kernel scale<const BLOCK: i32 = 256>(x: *f32, out: *mut f32, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let v = load(x + offs, offs < n, other: 0.0);
+    assert(v == v, \"x holds NaN\");
+    store(out + offs, v * 2.0, offs < n);
+}
+";
+    let gpu = gpu();
+    let n = 1000usize;
+    let mut xh = vec![1.0f32; n];
+    xh[2 * 256 + 1] = f32::NAN;
+    let x = DeviceTensor::upload(&gpu, &xh).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&gpu, n).unwrap();
+    let source = || Source::Text {
+        name: "scale.tile".into(),
+        text: SCALE.into(),
+    };
+    let release = Jit::new(&gpu, source(), JitOptions::default()).unwrap();
+    let k = release.kernel("scale", &[]).unwrap();
+    k.launch_planned(&[Arg::buf(&x), Arg::buf_mut(&mut out), Arg::i32(n as i32)])
+        .unwrap();
+    println!("the release build ran");
+    let debug = Jit::new(&gpu, source(), JitOptions::default()).unwrap();
+    let k = debug
+        .kernel_with(
+            "scale",
+            &[],
+            &tile_jit::KernelOptions {
+                debug: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    match k.launch_planned(&[Arg::buf(&x), Arg::buf_mut(&mut out), Arg::i32(n as i32)]) {
+        Ok(()) => println!("the launch completed"),
+        Err(e) => println!("the launch failed: {e}"),
+    }
+}

@@ -11,6 +11,7 @@
 mod cluster;
 mod control;
 mod convert;
+mod debug;
 mod dot;
 mod elementwise;
 mod helpers;
@@ -460,8 +461,9 @@ impl<'c> Lowering<'c, '_> {
                 let v = self.get(op.operands[0]);
                 self.set(op.results[0], v);
             }
-            // Debug printing and assertions exist only in debug builds, which this back end
-            // does not produce yet; release code leaves them out, as Triton's does.
+            // A debug build checks assertions (`debug.rs`); release code leaves them out, as
+            // Triton's does. Printing stays the interpreter's.
+            OpKind::Assert(msg) if self.debug => self.assert_op(op, msg)?,
             OpKind::Print(_) | OpKind::Assert(_) => {}
         }
         if !self.register_only(op) {

@@ -721,6 +721,12 @@ impl<'c> Lowering<'c, '_> {
     /// `vprintf(format, args)` from the first lane of each warp (the others wait alike), then
     /// `trap`: ends the block it is lowered in.
     fn print_and_trap(&mut self, format: &str, args: &[IntValue<'c>]) -> R<()> {
+        self.print_and_trap_from(format, args, true)
+    }
+
+    /// `vprintf(format, args)` (from the first lane of each warp when `lane0`, else from the
+    /// calling thread), then `trap`: ends the block it is lowered in.
+    pub(super) fn print_and_trap_from(&mut self, format: &str, args: &[IntValue<'c>], lane0: bool) -> R<()> {
         let text = self.ctx.const_string(format.as_bytes(), true);
         let g = self
             .m
@@ -748,12 +754,16 @@ impl<'c> Lowering<'c, '_> {
             self.m
                 .add_function("vprintf", fty, Some(inkwell::module::Linkage::External))
         });
-        let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
-        let first = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
-        self.when(first, |l| {
-            llvm(l.b.build_call(vprintf, &[fmt.into(), buf.into()], ""))?;
-            Ok(())
-        })?;
+        if lane0 {
+            let lane = llvm(self.b.build_and(self.tid(), self.i32c(31), ""))?;
+            let first = llvm(self.b.build_int_compare(IntPredicate::EQ, lane, self.i32c(0), ""))?;
+            self.when(first, |l| {
+                llvm(l.b.build_call(vprintf, &[fmt.into(), buf.into()], ""))?;
+                Ok(())
+            })?;
+        } else {
+            llvm(self.b.build_call(vprintf, &[fmt.into(), buf.into()], ""))?;
+        }
         self.intr("llvm.trap", &[], &[])?;
         llvm(self.b.build_unreachable())?;
         Ok(())
