@@ -239,7 +239,9 @@ fn fuzz_corpus_through_run_spec_evaluation() {
                 let Ok(cases) = spec::cases(s) else { continue };
                 for case in cases.iter().take(8) {
                     let sizes = spec::case_sizes(s, case);
-                    let Some(def) = check::find_kernel(&ast, &s.kernel) else { continue };
+                    let Some(def) = check::find_kernel(&ast, &s.kernel) else {
+                        continue;
+                    };
                     let _ = check::launch::computed_consts(def, &case.consts, &sizes);
                     let Ok(k) = check::check_kernel_at(&text, &ast, &s.kernel, &case.consts, &sizes) else {
                         continue;
