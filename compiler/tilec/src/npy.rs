@@ -117,6 +117,11 @@ pub fn write_npz(path: &Path, arrays: &[Array]) -> Result<(), String> {
 /// even for floats; integers must fit). `what` names the array in errors.
 pub fn read_array(what: &str, bytes: &[u8], dtype: DType) -> Result<Vec<Scalar>, String> {
     let err = |e: std::io::Error| format!("{what}: {e}");
+    // A structured dtype (`[('a', '<f4')]`) is refused before the header is parsed: nested
+    // brackets make the parser's time grow without bound (266 bytes of `[[[..` took minutes).
+    if header_text(bytes).is_some_and(|h| h.contains(&b'[')) {
+        return Err(format!("{what}: a structured array; tile reads plain numbers"));
+    }
     let npy = npyz::NpyFile::new(bytes).map_err(err)?;
     let npyz::DType::Plain(ts) = npy.dtype() else {
         return Err(format!("{what}: a structured array; tile reads plain numbers"));
@@ -200,6 +205,19 @@ pub fn read_array(what: &str, bytes: &[u8], dtype: DType) -> Result<Vec<Scalar>,
             "{what}: holds {ts}, which a {dtype} buffer does not take (floats go to float buffers, integers to integer buffers, bools to bool)"
         )),
     }
+}
+
+/// The header dictionary of an `.npy` file (after the magic, the version and the length), when
+/// the bytes hold one.
+fn header_text(bytes: &[u8]) -> Option<&[u8]> {
+    let rest = bytes.strip_prefix(b"\x93NUMPY")?;
+    let (&major, rest) = rest.split_first()?;
+    let (_, rest) = rest.split_first()?;
+    let (len, rest) = match major {
+        1 => (u16::from_le_bytes(rest.get(..2)?.try_into().ok()?) as usize, rest.get(2..)?),
+        _ => (u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize, rest.get(4..)?),
+    };
+    rest.get(..len.min(rest.len()))
 }
 
 /// The elements of an `.npy` of `T`s, each widened losslessly to `U`.
