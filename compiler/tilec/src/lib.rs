@@ -392,6 +392,16 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
     };
     match r {
         Ok(code) => code,
+        // The reader went away (`tilec explain .. | head`): nothing more to say, as for any
+        // command-line tool whose output is cut short.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            0
+        }
         Err(e) => {
             let _ = writeln!(err, "error: {e:#}");
             if e.downcast_ref::<BadInput>().is_some() { 1 } else { 2 }
@@ -478,24 +488,26 @@ pub fn check_source(text: &str, bindings: &Bindings) -> Checked {
     let (specs, spec_diags) = spec::parse_specs(&ast);
     diags.extend(spec_diags);
     let names = check::kernel_names(&ast);
+    // A set for the lookups: a file of thousands of kernels and specs stays linear.
+    let known: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
     for s in &specs {
-        if !names.contains(&s.kernel) {
+        if !known.contains(s.kernel.as_str()) {
             diags.push(
                 Diagnostic::error(s.span, format!("run spec for unknown kernel `{}`", s.kernel))
                     .label("no kernel of that name"),
             );
         }
         match &s.reference {
-            Some(r) if r.kernel && (!names.contains(&r.name) || r.name == s.kernel) => {
+            Some(r) if r.kernel && (!known.contains(r.name.as_str()) || r.name == s.kernel) => {
                 diags.push(
                     Diagnostic::error(r.span, format!("no other kernel named `{}` in this file", r.name))
                         .label("unknown reference kernel")
-                        .note(format!("the file's kernels: {}", names.join(", ")))
+                        .note(format!("the file's kernels: {}", diag::list(&names)))
                         .help("write the expected computation plainly as another kernel of this file"),
                 );
             }
             Some(r) if !r.kernel && tile_examples::reference(&r.name).is_none() => {
-                let kernel_hint = names.contains(&r.name) && r.name != s.kernel;
+                let kernel_hint = known.contains(r.name.as_str()) && r.name != s.kernel;
                 let mut d = Diagnostic::error(r.span, format!("no built-in reference named `{}`", r.name))
                     .label("unknown reference")
                     .note(format!(
