@@ -801,7 +801,7 @@ fn producer(
     // Why an op the copies depend on keeps the producer from evaluating them itself.
     let blocked = |o: &Op, what: &str| {
         format!(
-            "the loop's {what} depend on `{}` at {}:{}, which the producer cannot evaluate (it computes scalars from arguments, constants and loads through read-only pointers before the loop; tiles, regions and loads through `*mut` pointers are not)",
+            "the loop's {what} depend on `{}` at {}:{}, which the producer cannot evaluate (it computes scalars from arguments and constants before the loop; a value loaded from memory, an offsets array or a block table, is not supported yet)",
             o.kind.name(),
             o.loc.line,
             o.loc.col
@@ -847,19 +847,11 @@ fn producer(
     if let Some((at, _)) = outer {
         work.extend(&top[at].operands[..3]);
     }
-    // What the producer evaluates itself: pure scalar ops, and scalar loads from read-only
-    // parameters (a grouped GEMM's offsets, a block table), which no thread of the kernel writes.
-    let origins = Origins::of(k);
-    let read_only = |ptr: ValueId| {
-        origins
-            .root(ptr)
-            .and_then(|root| k.params.iter().find(|p| p.value == root))
-            .is_some_and(|p| matches!(p.elem, Elem::Ptr { mutable: false, .. }))
-    };
-    let evaluable = |o: &Op| {
-        let scalar = o.results.iter().all(|r| k.ty(*r).is_scalar());
-        scalar && (recomputable(&o.kind) || matches!(o.kind, OpKind::Load { .. }) && read_only(o.operands[0]))
-    };
+    // What the producer evaluates itself: pure scalar ops. (Scalar loads through read-only
+    // pointers — a grouped GEMM's offsets — would be safe to evaluate again, but the producer
+    // branch has not run a load on a GPU yet: tests/gpu/loaded_bounds.tile is the check to run
+    // before allowing them.)
+    let evaluable = |o: &Op| recomputable(&o.kind) && o.results.iter().all(|r| k.ty(*r).is_scalar());
     let (mut preamble, mut per_tile): (HashSet<usize>, HashSet<usize>) = Default::default();
     while let Some(v) = work.pop() {
         if let Some((b, _)) = tile_body {

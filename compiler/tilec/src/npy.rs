@@ -214,8 +214,14 @@ fn header_text(bytes: &[u8]) -> Option<&[u8]> {
     let (&major, rest) = rest.split_first()?;
     let (_, rest) = rest.split_first()?;
     let (len, rest) = match major {
-        1 => (u16::from_le_bytes(rest.get(..2)?.try_into().ok()?) as usize, rest.get(2..)?),
-        _ => (u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize, rest.get(4..)?),
+        1 => (
+            u16::from_le_bytes(rest.get(..2)?.try_into().ok()?) as usize,
+            rest.get(2..)?,
+        ),
+        _ => (
+            u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize,
+            rest.get(4..)?,
+        ),
     };
     rest.get(..len.min(rest.len()))
 }

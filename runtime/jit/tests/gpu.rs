@@ -429,7 +429,12 @@ fn tensor_maps_through_the_jit() {
         (64, 128, 0, 6),
     ] {
         let (got, want, maps) = run(&jit, m, n, k, seed);
-        assert_eq!(maps, 2, "{m}x{n}x{k}: both descriptors should be copied by TMA");
+        // A and B through the TMA engine, and C's store too where the plan for this launch
+        // leaves room for its staging buffer.
+        assert!(
+            maps >= 2,
+            "{m}x{n}x{k}: both loaded descriptors should be copied by TMA ({maps} maps)"
+        );
         assert_eq!(got, want, "{m}x{n}x{k}");
     }
     // Rows that are not 16-byte aligned: the same kernel through pointers.
@@ -437,9 +442,10 @@ fn tensor_maps_through_the_jit() {
     assert_eq!(maps, 0);
     assert_eq!(got, want);
     // A fresh JIT reads the specialisation, tensor maps included, from the disk cache.
+    let maps_before = run(&jit, 200, 256, 192, 5).2;
     let again = Jit::new(&g, Source::Static(DESCRIPTORS), opts(&cache)).unwrap();
     let (got, want, maps) = run(&again, 200, 256, 192, 5);
-    assert_eq!((maps, again.stats().compiled), (2, 0));
+    assert_eq!((maps, again.stats().compiled), (maps_before, 0));
     assert_eq!(got, want);
 }
 
