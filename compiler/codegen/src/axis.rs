@@ -100,6 +100,19 @@ struct Analysis<'a> {
 }
 
 impl Analysis<'_> {
+    /// Whether `op`, a cast, maps every integer value of its operand to the same value.
+    fn keeps_values(&self, op: &Op) -> bool {
+        let (Some(from), Some(to)) = (self.k.ty(op.operands[0]).dtype(), self.k.ty(op.results[0]).dtype()) else {
+            return false;
+        };
+        from.is_int()
+            && !from.is_bool()
+            && to.is_int()
+            && !to.is_bool()
+            && to.bits() >= from.bits()
+            && (from.is_signed() == to.is_signed() || from.is_unsigned() && to.bits() > from.bits())
+    }
+
     fn get(&self, v: ValueId) -> AxisInfo {
         match self.info.get(&v) {
             Some(i) => *i,
@@ -299,6 +312,11 @@ impl Analysis<'_> {
                 };
                 sum(p, o, p.constancy.min(o.constancy))
             }
+            // An integer cast that keeps every value (`pid.to(i64)`: a narrower signed integer
+            // to a wider one, or an unsigned one to any wider integer) keeps its operand's runs
+            // and divisibility: the 64-bit offsets the language recommends vectorise as the
+            // 32-bit ones do.
+            OpKind::Cast(_) if self.keeps_values(op) => arg(0),
             OpKind::Select | OpKind::Unary(_) | OpKind::Cast(_) | OpKind::Bitcast => {
                 let constancy = op.operands.iter().map(|v| self.get(*v).constancy).min().unwrap_or(1);
                 AxisInfo {
