@@ -4,8 +4,11 @@
 //! A load is pipelined when it sits at the top level of a `for` body, its only use is operand A
 //! or B of a `dot` that has a [`MmaPlan`](crate::mma::MmaPlan) in the same body, its `other` is
 //! absent or zero (masked elements are zero-filled), and its pointer and mask are computed from
-//! the loop's index, carried values advanced by pure ops, and values from outside the loop. The
-//! lowering then evaluates those ops for a later iteration (the "slice") to issue its copies:
+//! the loop's index, carried values advanced by pure ops or by loads through buffers the loop
+//! writes nothing to (a block table's page ids: an indirect load), and values from outside the
+//! loop. The lowering then evaluates those ops for a later iteration (the "slice") to issue its
+//! copies; a load in the slice reads only where that iteration runs (its index below the
+//! loop's bound), so nothing past the loop's end is read:
 //! - prologue: iterations `0 .. stages-1` are issued before the loop, one commit group each;
 //! - iteration `i`: wait until at most `stages - 2` groups are pending, barrier, issue iteration
 //!   `i + stages - 1` into the stage iteration `i - 1` used, commit; the `dot` reads stage
@@ -296,7 +299,7 @@ pub fn plan(
                 dots,
                 transposed_b,
                 (&uses, &consts),
-                plain.then_some(&origins),
+                (&origins, plain),
                 &mut notes,
             ) {
                 Ok(p) => Some(p),
@@ -547,10 +550,17 @@ fn plan_loop(
     dots: &HashMap<ValueId, MmaPlan>,
     transposed_b: &HashMap<ValueId, ValueId>,
     (uses, zero): (&HashMap<ValueId, usize>, &HashMap<ValueId, bool>),
-    plain: Option<&Origins>,
+    (origins, plain): (&Origins, bool),
     notes: &mut Vec<Refusal>,
 ) -> Result<LoopPipeline, String> {
     let body = &op.regions[0];
+    let plain = plain.then_some(origins);
+    // Buffers the loop writes (`None`: a pointer of unknown origin, possibly any of them).
+    let written = origins.written(body);
+    let read_only = |ptr: ValueId| {
+        let root = origins.root(ptr);
+        !written.iter().any(|w| w.is_none() || root.is_none() || *w == root)
+    };
     let yield_op = body
         .ops
         .last()
@@ -669,8 +679,7 @@ fn plan_loop(
     }
     // Plain loads are staged only in loops without dots at any depth (a persistent kernel's tile
     // loop around a K loop keeps its own loads where they stand), and not inside one.
-    if let Some(origins) = plain.filter(|_| loads.is_empty() && resident.is_empty() && !holds_dot(body)) {
-        let written = origins.written(body);
+    if plain.is_some() && loads.is_empty() && resident.is_empty() && !holds_dot(body) {
         for l in &body.ops {
             let OpKind::Load {
                 evict: Evict::Normal, ..
@@ -683,10 +692,10 @@ fn plan_loop(
                 Elem::Scalar(d) if d != DType::Bool => d,
                 _ => continue,
             };
-            // `None` (a pointer of unknown origin) may be any buffer the loop writes.
-            let root = origins.root(l.operands[0]);
-            let aliased = written.iter().any(|w| w.is_none() || root.is_none() || *w == root);
-            if t.is_scalar() || aliased || slice(body, &def, yield_op, &l.operands).is_err() {
+            if t.is_scalar()
+                || !read_only(l.operands[0])
+                || slice(body, &def, yield_op, &l.operands, &read_only).is_err()
+            {
                 continue;
             }
             offset = offset.next_multiple_of(16);
@@ -717,10 +726,10 @@ fn plan_loop(
         .iter()
         .flat_map(|s| body.ops[def[&s.load]].operands.iter().copied())
         .collect();
-    let (issue, advance, carried) = slice(body, &def, yield_op, &roots).map_err(|at| {
+    let (issue, advance, carried) = slice(body, &def, yield_op, &roots, &read_only).map_err(|at| {
         let o = &body.ops[at];
         format!(
-            "the loads' addresses or masks depend on `{}` at {}:{}, which cannot be evaluated iterations ahead (a value loaded in the loop, a block table's entry, is not: indirect loads are not pipelined)",
+            "the loads' addresses or masks depend on `{}` at {}:{}, which cannot be evaluated iterations ahead (a load is, when the loop writes nothing through its buffer: a block table's entries, read through a `*T` the loop does not store to)",
             o.kind.name(),
             o.loc.line,
             o.loc.col
@@ -834,6 +843,12 @@ fn producer(
         }
     }
     for o in slice {
+        if matches!(o.kind, OpKind::Load { .. }) {
+            return Err(format!(
+                "the loop's copy addresses read memory (the load at {}:{}); a producer evaluates no loads yet",
+                o.loc.line, o.loc.col
+            ));
+        }
         if o.results.iter().any(|r| !k.ty(*r).is_scalar()) {
             return Err(format!(
                 "the loop's copy addresses are tiles (`{}` at {}:{}); a producer issues copies from scalar coordinates",
@@ -941,6 +956,7 @@ fn slice(
     def: &HashMap<ValueId, usize>,
     yield_op: &Op,
     roots: &[ValueId],
+    read_only: &dyn Fn(ValueId) -> bool,
 ) -> Result<(HashSet<usize>, HashSet<usize>, HashSet<usize>), usize> {
     let carried_args: HashMap<ValueId, usize> = body.args[1..].iter().enumerate().map(|(i, a)| (*a, i)).collect();
     let mut issue: HashSet<usize> = HashSet::new();
@@ -959,7 +975,12 @@ fn slice(
         if !set.insert(i) {
             continue;
         }
-        if !recomputable(&body.ops[i].kind) {
+        // A load through a buffer the loop does not write reads the same for a later
+        // iteration evaluated early (the lowering guards it with that iteration's range, so
+        // nothing past the loop's end is read).
+        let o = &body.ops[i];
+        let reload = matches!(o.kind, OpKind::Load { .. }) && read_only(o.operands[0]);
+        if !recomputable(&o.kind) && !reload {
             return Err(i);
         }
         work.extend(body.ops[i].operands.iter().map(|o| (*o, for_issue)));

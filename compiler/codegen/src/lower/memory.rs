@@ -246,11 +246,19 @@ impl<'c> Lowering<'c, '_> {
             None => (nc.to_string(), vec![]),
         };
         // A hinted load is PTX written here, predicated like a masked one (on true).
-        let masks = match mask {
+        let mut masks = match mask {
             true => Some(self.elems(op.operands[1])),
-            false if hint.is_some() => Some(vec![self.ctx.bool_type().const_int(1, false).into(); ptrs.len()]),
+            false if hint.is_some() || self.guard.is_some() => {
+                Some(vec![self.ctx.bool_type().const_int(1, false).into(); ptrs.len()])
+            }
             false => None,
         };
+        // Evaluated for a later iteration of a pipelined loop: nothing read unless it runs.
+        if let (Some(g), Some(ms)) = (self.guard, masks.as_mut()) {
+            for m in ms.iter_mut() {
+                *m = llvm(self.b.build_and(m.into_int_value(), g, ""))?.into();
+            }
+        }
         let others = other.then(|| self.elems(op.operands[1 + mask as usize]));
         if !self.k.ty(op.results[0]).is_scalar() {
             let all: Vec<Vec<BasicValueEnum<'c>>> = std::iter::once(ptrs.clone())

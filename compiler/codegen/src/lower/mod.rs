@@ -86,6 +86,7 @@ pub(crate) fn lower<'c>(
         smem: None,
         smem_bytes: 0,
         staged: HashMap::new(),
+        guard: None,
         smem_state: SmemState::Fresh,
         tensor_maps: prepared.maps.len(),
         map_rows: prepared.maps.iter().map(|m| m.box_dims[1]).collect(),
@@ -156,6 +157,9 @@ struct Lowering<'c, 'a> {
     /// Loads of the pipelined loop being lowered whose tiles are in shared memory: the byte
     /// address of this iteration's stage (their `dot` reads it; the load itself is skipped).
     staged: HashMap<ValueId, IntValue<'c>>,
+    /// While a pipelined loop's copy slice evaluates a load for a later iteration: whether
+    /// that iteration runs (its lanes load nothing when it does not).
+    guard: Option<IntValue<'c>>,
     /// What shared memory held last, in straight-line code (see [`SmemState`]).
     smem_state: SmemState,
     /// How many tensor maps the kernel takes after its own parameters.

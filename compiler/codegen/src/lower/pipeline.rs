@@ -136,7 +136,7 @@ impl<'c> Lowering<'c, '_> {
         args.extend(inits.iter().cloned());
         for st in 0..ahead {
             if st > 0 {
-                args = self.advance(op, pl, &args, step)?;
+                args = self.advance(op, pl, &args, (step, hi, signed))?;
             }
             self.issue(op, pl, &args, self.i32c(st as u64), hi, signed, None)?;
             if cp {
@@ -187,7 +187,7 @@ impl<'c> Lowering<'c, '_> {
             if !produced {
                 let mut future = args.clone();
                 for _ in 0..ahead {
-                    future = l.advance(op, pl, &future, step)?;
+                    future = l.advance(op, pl, &future, (step, hi, signed))?;
                 }
                 // In a ring, the stage refilled was last read `stages` iterations earlier (if
                 // ever): thread 0 waits for that use's release, completion number later /
@@ -564,7 +564,7 @@ impl<'c> Lowering<'c, '_> {
             let it = llvm(l.b.build_int_add(base, it, ""))?;
             let stage = llvm(l.b.build_int_unsigned_rem(it, s, ""))?;
             l.issue(op, pl, &args, stage, hi, signed, Some(it))?;
-            let next = l.advance(op, pl, &args, step)?;
+            let next = l.advance(op, pl, &args, (step, hi, signed))?;
             let next: Vec<Repr<'c>> = pl.carried.iter().map(|&j| next[j + 1].clone()).collect();
             Ok(Self::flatten(&next))
         })?;
@@ -775,15 +775,20 @@ impl<'c> Lowering<'c, '_> {
         llvm(self.b.build_int_add(s, self.i32c((pl.base + offset) as u64), ""))
     }
 
-    /// Lowers body ops `ops` (indices) with the body's arguments bound to `args`.
-    fn lower_slice(&mut self, body: &Region, ops: &[usize], args: &[Repr<'c>]) -> R<()> {
+    /// Lowers body ops `ops` (indices) with the body's arguments bound to `args`; the loads
+    /// among them (through buffers the loop does not write) read only where `in_range`, the
+    /// iteration's index being below the loop's bound.
+    fn lower_slice(&mut self, body: &Region, ops: &[usize], args: &[Repr<'c>], in_range: IntValue<'c>) -> R<()> {
         for (a, v) in body.args.iter().zip(args) {
             self.vals.insert(*a, v.clone());
         }
         for &i in ops {
             let op = &body.ops[i];
             let saved = self.prepare_operands(op)?;
-            self.op(op)?;
+            self.guard = matches!(op.kind, OpKind::Load { .. }).then_some(in_range);
+            let r = self.op(op);
+            self.guard = None;
+            r?;
             for (v, r) in saved {
                 self.vals.insert(v, r);
             }
@@ -791,10 +796,26 @@ impl<'c> Lowering<'c, '_> {
         Ok(())
     }
 
+    /// Whether the iteration whose arguments are `args` runs: its index is below `hi`.
+    fn in_range(&self, args: &[Repr<'c>], hi: IntValue<'c>, signed: bool) -> R<IntValue<'c>> {
+        let Repr::Scalar(iv) = args[0].clone() else {
+            unreachable!("the index is a scalar")
+        };
+        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
+        llvm(self.b.build_int_compare(pred, iv.into_int_value(), hi, "ahead"))
+    }
+
     /// The body's arguments one iteration later (only the carried values the copies read).
-    fn advance(&mut self, op: &Op, pl: &LoopPipeline, args: &[Repr<'c>], step: IntValue<'c>) -> R<Vec<Repr<'c>>> {
+    fn advance(
+        &mut self,
+        op: &Op,
+        pl: &LoopPipeline,
+        args: &[Repr<'c>],
+        (step, hi, signed): (IntValue<'c>, IntValue<'c>, bool),
+    ) -> R<Vec<Repr<'c>>> {
         let body = &op.regions[0];
-        self.lower_slice(body, &pl.advance_ops, args)?;
+        let in_range = self.in_range(args, hi, signed)?;
+        self.lower_slice(body, &pl.advance_ops, args, in_range)?;
         let y = body.ops.last().expect("a loop body ends in yield");
         let mut next = args.to_vec();
         let iv = args[0].clone();
@@ -821,12 +842,8 @@ impl<'c> Lowering<'c, '_> {
         release: Option<IntValue<'c>>,
     ) -> R<()> {
         let body = &op.regions[0];
-        self.lower_slice(body, &pl.issue_ops, args)?;
-        let Repr::Scalar(iv) = args[0].clone() else {
-            unreachable!("the index is a scalar")
-        };
-        let pred = if signed { IntPredicate::SLT } else { IntPredicate::ULT };
-        let in_range = llvm(self.b.build_int_compare(pred, iv.into_int_value(), hi, "ahead"))?;
+        let in_range = self.in_range(args, hi, signed)?;
+        self.lower_slice(body, &pl.issue_ops, args, in_range)?;
         let defs: std::collections::HashMap<ValueId, &Op> = body
             .ops
             .iter()

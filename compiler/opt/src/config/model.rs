@@ -242,7 +242,7 @@ fn index_tiles(k: &Kernel) -> HashSet<ValueId> {
     index
 }
 
-/// Tiles an elementwise op computes and only elementwise ops and stores read, all before the
+/// Tiles an elementwise op (or a broadcast) computes and only elementwise ops and stores read, all before the
 /// next op that needs whole tiles (a load, a reduction, a loop...: anything but elementwise
 /// ops, stores, constants, broadcasts, `expand_dims` and indices) in the same region. ptxas
 /// computes such a chain element by element, in place of the operands that die in it: the
@@ -286,7 +286,11 @@ fn transient_tiles(k: &Kernel) -> HashSet<ValueId> {
                     *flag &= in_chain;
                 }
             }
-            if elementwise(op) && !k.ty(op.results[0]).is_scalar() {
+            // A broadcast read only in the chain is materialised element by element too (a
+            // per-row scale over a wgmma accumulator: fp8_gemm's 128 x 256 epilogue, ~110
+            // registers over ptxas's count when charged whole).
+            let starts = elementwise(op) || matches!(op.kind, OpKind::Broadcast);
+            if starts && !k.ty(op.results[0]).is_scalar() {
                 def.insert(op.results[0], i);
                 ok.insert(op.results[0], true);
             }
@@ -452,8 +456,11 @@ pub struct Launch {
 /// where every wider configuration took 0.74 ms (docs/optimizer.md).
 pub const NARROW_ACCESS_COST: f64 = 1.25;
 
-/// Loop trips when a bound is not known statically (a bound read from memory, say).
-const UNKNOWN_TRIPS: i64 = 1;
+/// Loop trips when a bound is not known statically (read from memory: a sequence's length, a
+/// group's size). A loop that streams data runs many iterations; with one, the model saw a
+/// pipeline's prologue and its stages' shared memory as pure cost and chose the fewest stages
+/// for a decode loop over thousands of tokens. The time estimated for such a kernel is a guess.
+const UNKNOWN_TRIPS: i64 = 16;
 
 struct CostWalk<'a> {
     k: &'a Kernel,
