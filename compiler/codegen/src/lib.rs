@@ -136,15 +136,11 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     if !(1..=8).contains(&opts.num_stages) {
         return Err(CodegenError::BadStages { got: opts.num_stages });
     }
+    // The facts compiled with: none for parameters kept out of specialisation.
+    let specialization = ArgSpec::for_kernel(kernel, &opts.specialization);
     // Block loads the TMA engine copies stay; every other block access becomes pointer
     // arithmetic here.
-    let prepared = tile_gir::tma::prepare(
-        kernel,
-        opts.num_warps,
-        opts.num_stages,
-        &opts.target,
-        &opts.specialization,
-    );
+    let prepared = tile_gir::tma::prepare(kernel, opts.num_warps, opts.num_stages, &opts.target, &specialization);
     let kernel = &*prepared.kernel;
     LlvmTarget::initialize_nvptx(&InitializationConfig::default());
     let ctx = Context::create();
@@ -159,7 +155,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         threads,
         opts.num_stages,
         &opts.target,
-        &opts.specialization,
+        &specialization,
         &prepared,
         opts.debug,
     )?;

@@ -189,6 +189,19 @@ pub struct ArgSpec {
 }
 
 impl ArgSpec {
+    /// The facts `k` is compiled with for a launch whose arguments have `spec`: none for the
+    /// parameters `#[no_specialize(..)]` names (the lowering, the model and the JIT's cache key
+    /// all read them through here).
+    pub fn for_kernel(k: &tile_lang::ir::Kernel, spec: &[ArgSpec]) -> Vec<ArgSpec> {
+        spec.iter()
+            .enumerate()
+            .map(|(i, s)| match k.params.get(i) {
+                Some(p) if !p.specialize => ArgSpec::default(),
+                _ => *s,
+            })
+            .collect()
+    }
+
     /// The facts that hold for an integer argument.
     pub fn of_int(v: i64) -> ArgSpec {
         ArgSpec {

@@ -503,6 +503,15 @@ pub fn arg_spec(a: &Arg<'_>) -> ArgSpec {
     }
 }
 
+/// [`arg_spec`] of argument `i`, or no facts where bit `i` of `unspecialized` is set (a
+/// parameter `#[no_specialize(..)]` names).
+pub(crate) fn arg_spec_unless(a: &Arg<'_>, i: usize, unspecialized: u64) -> ArgSpec {
+    match i < 64 && unspecialized >> i & 1 == 1 {
+        true => ArgSpec::default(),
+        false => arg_spec(a),
+    }
+}
+
 /// Every descriptor of `extents` (the kernel's block accesses the host can size) fits the
 /// buffer it is based on at this launch of checked `args`: lowered through TMA or through
 /// pointer arithmetic, a descriptor access reads and writes only inside the tensor it describes.
@@ -547,10 +556,10 @@ pub(crate) fn check_extents(
 /// The specialisation of a launch packed two bits per argument: the in-memory cache's key on
 /// the hot path, computed without allocating. Only meaningful for checked arguments (at most
 /// [`MAX_PARAMS`] of them).
-pub(crate) fn spec_key(args: &[Arg<'_>]) -> u128 {
+pub(crate) fn spec_key(args: &[Arg<'_>], unspecialized: u64) -> u128 {
     let mut key = 0u128;
     for (i, a) in args.iter().enumerate() {
-        let s = arg_spec(a);
+        let s = arg_spec_unless(a, i, unspecialized);
         // `equals_one` excludes the divisibility facts, and divisibility by 16 implies it by 8,
         // so four codes suffice.
         let code: u128 = if s.equals_one {
@@ -981,9 +990,11 @@ mod tests {
         let specs: Vec<_> = a.iter().map(arg_spec).collect();
         assert_eq!(spec_tags(&specs), "d-1dd--d");
         // The packed key distinguishes exactly what the tags do.
-        assert_eq!(spec_key(&a), 0b01_00_00_01_01_10_00_01);
-        assert_ne!(spec_key(&[Arg::i32(1)]), spec_key(&[Arg::i32(16)]));
-        assert_eq!(spec_key(&[Arg::i32(3)]), spec_key(&[Arg::i32(5)]));
+        assert_eq!(spec_key(&a, 0), 0b01_00_00_01_01_10_00_01);
+        assert_ne!(spec_key(&[Arg::i32(1)], 0), spec_key(&[Arg::i32(16)], 0));
+        assert_eq!(spec_key(&[Arg::i32(3)], 0), spec_key(&[Arg::i32(5)], 0));
+        // A parameter kept out of specialisation: every value gets the same key.
+        assert_eq!(spec_key(&[Arg::i32(1)], 1), spec_key(&[Arg::i32(16)], 1));
     }
 
     #[test]

@@ -159,6 +159,9 @@ pub(crate) struct Plan {
     /// The parameters (by index) that computed compile-time values read: their exact values
     /// select the plan, as a launch's buckets do.
     pub computed_reads: Vec<usize>,
+    /// The parameters `#[no_specialize(..)]` names, bit `i` for parameter `i`: launches neither
+    /// specialise on nor plan for their values.
+    pub unspecialized: u64,
     /// The kernel's descriptor accesses the host can size: every launch checks its buffers
     /// against them (`args::check_extents`).
     pub extents: Vec<tile_driver::tma::BlockExtent>,
@@ -422,6 +425,12 @@ fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Pla
             .map(|(i, _)| i)
             .collect()
     });
+    let unspecialized = kernel
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i < 64 && !p.specialize)
+        .fold(0u64, |m, (i, _)| m | 1 << i);
     let num_warps = config.num_warps;
     let num_stages = config.num_stages;
     let extents = tile_driver::tma::block_extents(&kernel);
@@ -432,6 +441,7 @@ fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Pla
             grid,
             requires,
             computed_reads,
+            unspecialized,
             extents,
             num_warps,
             num_stages,

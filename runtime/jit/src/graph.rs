@@ -88,6 +88,18 @@ impl GraphCapture {
     pub fn launch(&mut self, kernel: &JitKernel, grid: impl Into<Grid>, args: &[Arg<'_>]) -> Result<NodeId, JitError> {
         let Grid(g) = grid.into();
         kernel.check(args)?;
+        self.add(kernel, g, args)
+    }
+
+    /// Captures a launch of a kernel with `#[grid(..)]` on the grid it gives for `args`, planned
+    /// for their sizes, as [`JitKernel::launch_planned_on`] launches it (what the typed
+    /// launchers' `capture` calls).
+    pub fn launch_planned(&mut self, kernel: &JitKernel, args: &[Arg<'_>]) -> Result<NodeId, JitError> {
+        let g = kernel.grid_for(args)?;
+        self.add(kernel, g.0, args)
+    }
+
+    fn add(&mut self, kernel: &JitKernel, g: [u32; 3], args: &[Arg<'_>]) -> Result<NodeId, JitError> {
         if g.contains(&0) {
             return Err(empty_grid(kernel, g));
         }
@@ -164,6 +176,30 @@ impl JitGraph {
     /// node's kernel like a launch (a mistake names the kernel and the parameter); a
     /// specialisation the new arguments select is compiled or fetched now.
     pub fn update(&mut self, node: NodeId, grid: impl Into<Grid>, args: &[Arg<'_>]) -> Result<(), JitError> {
+        let Grid(g) = grid.into();
+        self.set(node, None, Some(g), args)
+    }
+
+    /// [`JitGraph::update`] for a node of `kernel` (an error if the node launches another
+    /// kernel); `grid`: `None` for the grid its `#[grid(..)]` gives for `args`, planned for their
+    /// sizes (what the typed launchers' `update_node` calls).
+    pub fn update_as(
+        &mut self,
+        node: NodeId,
+        kernel: &JitKernel,
+        grid: Option<Grid>,
+        args: &[Arg<'_>],
+    ) -> Result<(), JitError> {
+        self.set(node, Some(kernel), grid.map(|g| g.0), args)
+    }
+
+    fn set(
+        &mut self,
+        node: NodeId,
+        kernel: Option<&JitKernel>,
+        grid: Option<[u32; 3]>,
+        args: &[Arg<'_>],
+    ) -> Result<(), JitError> {
         let count = self.nodes.len();
         let n = self.nodes.get(node.0).ok_or_else(|| {
             JitError::Runtime(RuntimeError::Capture(format!(
@@ -172,7 +208,27 @@ impl JitGraph {
                 if count == 1 { "" } else { "s" }
             )))
         })?;
-        let Grid(g) = grid.into();
+        if let Some(k) = kernel
+            && !k.same_kernel(&n.kernel)
+        {
+            let why = if k.name() == n.kernel.name() {
+                format!(
+                    "was captured from `{}` of another JIT (each `Kernels::new` or `Jit::new` is one)",
+                    k.name()
+                )
+            } else {
+                format!("launches `{}`, not `{}`", n.kernel.name(), k.name())
+            };
+            return Err(JitError::Runtime(RuntimeError::Capture(format!(
+                "graph node {} {why}: update it through the launcher that captured it",
+                node.0
+            ))));
+        }
+        n.kernel.check(args)?;
+        let g = match grid {
+            Some(g) => g,
+            None => n.kernel.grid_for(args)?.0,
+        };
         n.kernel.check(args)?;
         if g.contains(&0) {
             return Err(empty_grid(&n.kernel, g));

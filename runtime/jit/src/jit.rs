@@ -32,15 +32,80 @@ pub struct JitOptions {
     /// ptxas, to load cubins rather than PTX (the driver then skips its own PTX compile, and
     /// ptxas's errors are clearer); `None` loads PTX.
     pub ptxas: Option<PathBuf>,
+    /// Called after each specialisation a launch (or `prepare`, a graph capture, a node update)
+    /// had to compile or read from the disk cache, with what it was and how long it took: a
+    /// decode loop that compiles after its warm-up shows here. The default: a line on stderr
+    /// per event when `TILE_LOG_COMPILES` is set (to anything but `0`), else nothing.
+    pub on_compile: Option<CompileHook>,
 }
 
 impl Default for JitOptions {
     fn default() -> JitOptions {
+        let log = std::env::var_os("TILE_LOG_COMPILES").is_some_and(|v| !v.is_empty() && v != "0");
         JitOptions {
             target: None,
             cache_dir: crate::cache::default_cache_dir(),
             ptxas: tile_driver::find_ptxas(),
+            on_compile: log.then(CompileHook::stderr),
         }
+    }
+}
+
+/// A specialisation made ready for a launch: compiled in this process or read from the disk
+/// cache (a specialisation already loaded makes no event).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompileEvent {
+    pub kernel: String,
+    /// The plan's compile-time values, warps and stages.
+    pub consts: Vec<(String, ConstValue)>,
+    pub num_warps: u32,
+    pub num_stages: u32,
+    /// The argument facts specialised on, one tag per parameter (`ArgSpec::tag`).
+    pub specialization: String,
+    pub origin: Origin,
+    /// From the plan to the loaded module: compile (or cache read) and load.
+    pub elapsed: std::time::Duration,
+}
+
+impl std::fmt::Display for CompileEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.origin {
+            Origin::Compiled => "compiled",
+            Origin::DiskCache => "read from the disk cache",
+        };
+        write!(f, "tile: {what} `{}` [", self.kernel)?;
+        for (n, v) in &self.consts {
+            write!(f, "{n}={v} ")?;
+        }
+        write!(
+            f,
+            "warps={} stages={}; args {}] in {:.1} ms",
+            self.num_warps,
+            self.num_stages,
+            self.specialization,
+            self.elapsed.as_secs_f64() * 1e3
+        )
+    }
+}
+
+/// What [`JitOptions::on_compile`] calls (from the launching thread).
+#[derive(Clone)]
+pub struct CompileHook(pub Arc<dyn Fn(&CompileEvent) + Send + Sync>);
+
+impl CompileHook {
+    pub fn new(f: impl Fn(&CompileEvent) + Send + Sync + 'static) -> CompileHook {
+        CompileHook(Arc::new(f))
+    }
+
+    /// A line on stderr per event.
+    pub fn stderr() -> CompileHook {
+        CompileHook::new(|e| eprintln!("{e}"))
+    }
+}
+
+impl std::fmt::Debug for CompileHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CompileHook(..)")
     }
 }
 
@@ -147,6 +212,7 @@ struct JitInner {
     /// Tensor maps encoded for launches, by request.
     tensor_maps: crate::tma::TensorMapCache,
     counters: Counters,
+    on_compile: Option<CompileHook>,
 }
 
 /// Compiles one `.tile` source on first use of each kernel and caches the results.
@@ -201,6 +267,7 @@ impl Jit {
                 kernels: Mutex::new(HashMap::new()),
                 tensor_maps: Default::default(),
                 counters: Counters::default(),
+                on_compile: opts.on_compile,
             }),
         })
     }
@@ -315,8 +382,8 @@ impl LaunchKey {
         };
         k.push(follows_launch as i64);
         if follows_launch {
-            for (p, a) in plan.params.iter().zip(args) {
-                if is_int_param(p) {
+            for (i, (p, a)) in plan.params.iter().zip(args).enumerate() {
+                if is_int_param(p) && !unspecialized(plan, i) {
                     k.push(tile_lang::check::launch::bucket(args::int_arg(a).unwrap_or(0)));
                 }
             }
@@ -352,6 +419,20 @@ impl LaunchKey {
         }
         h
     }
+}
+
+/// What a launch with `args` specialises `plan` on: each argument's facts, none for the
+/// parameters `#[no_specialize(..)]` names.
+fn facts(plan: &Plan, args: &[Arg<'_>]) -> Vec<ArgSpec> {
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| args::arg_spec_unless(a, i, plan.unspecialized))
+        .collect()
+}
+
+/// Whether parameter `i` of `plan` is kept out of specialisation and planning.
+fn unspecialized(plan: &Plan, i: usize) -> bool {
+    i < 64 && plan.unspecialized >> i & 1 == 1
 }
 
 fn is_int_param(p: &ParamSig) -> bool {
@@ -582,6 +663,11 @@ impl JitKernel {
         })
     }
 
+    /// Whether `other` is a handle of the same kernel of the same JIT (its bindings may differ).
+    pub fn same_kernel(&self, other: &JitKernel) -> bool {
+        Arc::ptr_eq(&self.jit, &other.jit) && self.name() == other.name()
+    }
+
     /// Checks `args` against the signature without launching.
     pub fn check(&self, args: &[Arg<'_>]) -> Result<(), args::ArgError> {
         args::check_args(self.name(), self.params(), args)
@@ -739,7 +825,7 @@ impl JitKernel {
     /// then the handle's plan. The launch must satisfy the kernel's `#[requires(..)]`.
     pub(crate) fn resolve(&self, args: &[Arg<'_>], grid: Option<[u32; 3]>) -> Result<Spec<'_>, JitError> {
         let base = &self.inner.plan;
-        let tag = args::spec_key(args);
+        let tag = args::spec_key(args, base.unspecialized);
         let shaped = !base.grid.is_empty();
         let mut spec = self.find_or_load(&LaunchKey::new(base, args, shaped), tag, args)?;
         if shaped
@@ -761,7 +847,7 @@ impl JitKernel {
     /// The plan of a launch with `args` on `grid` (`None`: its own), without loading anything.
     fn plan_of(&self, args: &[Arg<'_>], grid: Option<[u32; 3]>) -> Result<Arc<Plan>, JitError> {
         let base = &self.inner.plan;
-        let tag = args::spec_key(args);
+        let tag = args::spec_key(args, base.unspecialized);
         let shaped = !base.grid.is_empty();
         let mut plan = self.plan_for_key(&LaunchKey::new(base, args, shaped), tag, args)?;
         if shaped
@@ -804,7 +890,7 @@ impl JitKernel {
             return Ok(s);
         }
         let plan = self.plan_for_key(key, tag, args)?;
-        let spec: Vec<ArgSpec> = args.iter().map(args::arg_spec).collect();
+        let spec = facts(&plan, args);
         let loaded = self.load(&plan, &spec)?;
         Ok(self.inner.specs.insert(SpecEntry {
             fingerprint: key.fingerprint(),
@@ -835,7 +921,8 @@ impl JitKernel {
                 .iter()
                 .zip(args)
                 .enumerate()
-                .filter(|(_, (p, _))| is_int_param(p))
+                // A parameter kept out of planning counts as the planner's default size.
+                .filter(|(i, (p, _))| is_int_param(p) && !unspecialized(base, *i))
                 .map(|(i, (p, a))| {
                     let v = args::int_arg(a).unwrap_or(0);
                     let exact = base.computed_reads.contains(&i);
@@ -858,7 +945,7 @@ impl JitKernel {
                 compute_capability: j.compute_capability,
                 cache_dir: c.dir(),
             });
-            let facts: Vec<ArgSpec> = args.iter().map(args::arg_spec).collect();
+            let facts = facts(base, args);
             compile::plan_for_launch(
                 &j.program,
                 name,
@@ -883,6 +970,7 @@ impl JitKernel {
         if let Some(l) = lock(&j.loaded).get(&key) {
             return Ok(l.clone());
         }
+        let started = std::time::Instant::now();
         let (key, entry, origin, report) = compile::build(plan, spec, j.cache.as_ref(), j.ptxas.as_deref())?;
         let c = &j.counters;
         match origin {
@@ -911,6 +999,17 @@ impl JitKernel {
                 false,
             ),
         };
+        if let Some(hook) = &j.on_compile {
+            hook.0(&CompileEvent {
+                kernel: plan.kernel.name.clone(),
+                consts: plan.kernel.consts.clone(),
+                num_warps: plan.num_warps,
+                num_stages: plan.num_stages,
+                specialization: crate::args::spec_tags(spec),
+                origin,
+                elapsed: started.elapsed(),
+            });
+        }
         let loaded = Arc::new(Loaded {
             func,
             threads_per_block: entry.threads_per_block,

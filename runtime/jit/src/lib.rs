@@ -88,10 +88,12 @@ pub use args::{
 };
 pub use compile::{JitError, Origin, SnapshotOptions, Source, jit_ptx, jit_snapshot};
 pub use graph::{GraphCapture, JitGraph, NodeId};
-pub use jit::{Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LaunchPlan, LoadedKernel};
+pub use jit::{
+    CompileEvent, CompileHook, Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LaunchPlan, LoadedKernel,
+};
 pub use tensor::{DeviceMemory, DeviceTensor, Element, GrowableTensor, PinnedTensor};
 pub use tile_runtime::{
-    DeviceBuffer, Event, Function, Gpu, Image, KernelArg, MemSyncDomain, RuntimeError, Stream, TensorMap,
+    DeviceBuffer, Event, Function, Gpu, Image, KernelArg, MemSyncDomain, Memory, RuntimeError, Stream, TensorMap,
     TimingOptions, Timings,
 };
 

@@ -3,12 +3,15 @@
 //! `--ignored`.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use tile_jit::half::{bf16, f16};
 use tile_jit::{
-    Arg, ArgError, ConstValue, DeviceTensor, Gpu, GraphCapture, Image, Jit, JitError, JitOptions, KernelArg, NodeId,
-    Origin, Source,
+    Arg, ArgError, CompileEvent, CompileHook, ConstValue, DeviceTensor, Gpu, GraphCapture, Image, Jit, JitError,
+    JitOptions, KernelArg, NodeId, Origin, Source,
 };
+
+tile_jit::kernels!(mod vadd = "../../dsl-examples/vector_add.tile");
 
 const VECTOR_ADD: &str = include_str!("../../../dsl-examples/vector_add.tile");
 
@@ -517,6 +520,119 @@ fn graphs_replay_and_update_checked_arguments() {
     graph.launch(&s).unwrap();
     s.synchronize().unwrap();
     assert_eq!(a.download().unwrap(), vec![3.0; n]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn typed_launchers_capture_and_update_graphs_and_compiles_are_reported() {
+    let g = gpu();
+    let cache = TempDir::new("typed-graph");
+    let events: Arc<Mutex<Vec<CompileEvent>>> = Arc::default();
+    let seen = events.clone();
+    let o = JitOptions {
+        on_compile: Some(CompileHook::new(move |e| seen.lock().unwrap().push(e.clone()))),
+        ..opts(&cache)
+    };
+    let kernels = vadd::Kernels::new(&g, o).unwrap();
+    let add = kernels.vector_add(vadd::VectorAddConsts { BLOCK: Some(256) }).unwrap();
+    let n = 10_000;
+    let x = DeviceTensor::upload(&g, &vec![1.0f32; n]).unwrap();
+    let y = DeviceTensor::upload(&g, &vec![2.0f32; n]).unwrap();
+    let z = DeviceTensor::upload(&g, &vec![10.0f32; n]).unwrap();
+    let mut a = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    let mut b = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    let s = g.new_stream().unwrap();
+    g.synchronize().unwrap();
+    let mut cap = GraphCapture::begin(&s).unwrap();
+    // Typed and checked like a launch; the grid follows `#[grid(cdiv(n, BLOCK))]`.
+    let first = add.capture(&mut cap, &x, &y, &mut a, n as i32).unwrap();
+    let second = add.capture(&mut cap, &x, &x, &mut b, n as i32).unwrap();
+    let mut graph = cap.finish().unwrap();
+    assert_eq!((graph.len(), first, second), (2, NodeId(0), NodeId(1)));
+    {
+        // Both nodes share one specialisation: compiled once, at the first capture.
+        let ev = events.lock().unwrap();
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!((ev[0].kernel.as_str(), ev[0].origin), ("vector_add", Origin::Compiled));
+        assert!(
+            ev[0].consts.contains(&("BLOCK".to_string(), ConstValue::Int(256))),
+            "{:?}",
+            ev[0]
+        );
+        assert!(
+            ev[0].to_string().contains("compiled `vector_add` [BLOCK=256"),
+            "{}",
+            ev[0]
+        );
+    }
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(a.download().unwrap(), vec![3.0; n]);
+    assert_eq!(b.download().unwrap(), vec![2.0; n]);
+
+    // A typed update: other inputs and 5,000 elements (a grid of 20 programs, and a length
+    // that is not a multiple of 16: another specialisation, compiled now and reported).
+    let m = 5_000;
+    add.update_node(&mut graph, second, &z, &y, &mut b, m as i32).unwrap();
+    assert_eq!(events.lock().unwrap().len(), 2);
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    let got = b.download().unwrap();
+    assert!(got[..m].iter().all(|v| *v == 12.0) && got[m..].iter().all(|v| *v == 2.0));
+    // Replays compile nothing.
+    for _ in 0..10 {
+        graph.launch(&s).unwrap();
+    }
+    s.synchronize().unwrap();
+    assert_eq!(events.lock().unwrap().len(), 2);
+
+    // A launcher of another JIT is refused, and so is a node that does not exist.
+    let other = vadd::Kernels::new(&g, opts(&cache)).unwrap();
+    let add2 = other.vector_add(vadd::VectorAddConsts::default()).unwrap();
+    let e = add2
+        .update_node(&mut graph, first, &z, &y, &mut a, n as i32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("node 0") && e.contains("another JIT"), "{e}");
+    let e = add
+        .update_node(&mut graph, NodeId(5), &z, &y, &mut a, n as i32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("node 5") && e.contains("2 nodes"), "{e}");
+    graph.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(a.download().unwrap(), vec![3.0; n]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_parameter_kept_out_of_specialisation_never_compiles_again() {
+    const SRC: &str = "#[grid(rows)]\n#[no_specialize(n)]\n\
+        kernel scale<const BLOCK: i32 = 1024>(x: *f32, out: *mut f32, rows: i32, n: i32) {\n\
+        let cols = arange(0, BLOCK);\n\
+        let offs = program_id(0) * n + cols;\n\
+        store(out + offs, load(x + offs, cols < n) * 2.0, cols < n);\n}\n";
+    let g = gpu();
+    let cache = TempDir::new("no-specialize");
+    let jit = Jit::new(&g, Source::Static(SRC), opts(&cache)).unwrap();
+    let k = jit.kernel("scale", &[]).unwrap();
+    let rows = 3;
+    for n in [1usize, 16, 1000, 1023, 1024, 17] {
+        let xh: Vec<f32> = (0..rows * n).map(|i| i as f32 - 5.0).collect();
+        let x = DeviceTensor::upload(&g, &xh).unwrap();
+        let mut out = DeviceTensor::<f32>::zeros(&g, rows * n).unwrap();
+        k.launch_planned(&[
+            Arg::buf(&x),
+            Arg::buf_mut(&mut out),
+            Arg::i32(rows as i32),
+            Arg::i32(n as i32),
+        ])
+        .unwrap();
+        let want: Vec<f32> = xh.iter().map(|v| v * 2.0).collect();
+        assert_eq!(out.download().unwrap(), want, "n = {n}");
+    }
+    // n = 1, 16 and 1000 would each be their own specialisation without the attribute.
+    assert_eq!(jit.stats().compiled, 1, "{:?}", jit.stats());
 }
 
 #[test]

@@ -447,19 +447,24 @@ impl Launcher {
         let args: Vec<&TokenStream> = params.iter().map(|p| &p.2).collect();
         let n = params.len();
         let (grid, stream, args_) = (local("grid"), local("stream"), local("args"));
+        let (cap, graph, node) = (local("cap"), local("graph"), local("node"));
         // With `#[grid(..)]` the launch is planned for its own sizes and the grid follows the
         // plan (one lookup for both); without it the caller's grid runs the handle's plan.
-        let (grid_param, launch_call, launch_on_call, grid_doc) = match grid_attr {
+        let (grid_param, launch_call, launch_on_call, capture_call, update_call, grid_doc) = match grid_attr {
             Some(g) => (
                 quote!(),
                 quote!(self.kernel.launch_planned(&#args_)),
                 quote!(self.kernel.launch_planned_on(#stream, &#args_)),
+                quote!(#cap.launch_planned(&self.kernel, &#args_)),
+                quote!(#graph.update_as(#node, &self.kernel, ::core::option::Option::None, &#args_)),
                 format!("on the grid its `{g}` gives for these arguments, planned for their sizes"),
             ),
             None => (
                 quote!(#grid: impl ::core::convert::Into<::tile_jit::Grid>,),
                 quote!(self.kernel.launch(#grid, &#args_)),
                 quote!(self.kernel.launch_on(#stream, #grid, &#args_)),
+                quote!(#cap.launch(&self.kernel, #grid, &#args_)),
+                quote!(#graph.update_as(#node, &self.kernel, ::core::option::Option::Some(#grid.into()), &#args_)),
                 "on `grid` programs (the kernel has no `#[grid(..)]`)".to_string(),
             ),
         };
@@ -470,6 +475,12 @@ impl Launcher {
         let launch_doc = format!(" Launches `{name}` {grid_doc} and waits for it to finish.");
         let launch_on_doc =
             format!(" Enqueues `{name}` on `stream` {grid_doc} without waiting (see `JitKernel::launch_on`).");
+        let capture_doc = format!(
+            " Captures a launch of `{name}` {grid_doc} as the next node of a CUDA graph being captured (checked now; replays check nothing)."
+        );
+        let update_doc = format!(
+            " Points graph node `node` (captured from `{name}`) at these arguments {grid_doc}, checked like a launch; the next replays run them."
+        );
         quote! {
             #[doc = #consts_doc]
             #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -502,6 +513,18 @@ impl Launcher {
                 pub fn launch_on(&self, #stream: &::tile_jit::Stream, #grid_param #(#names: #types),*) -> ::core::result::Result<(), ::tile_jit::JitError> {
                     let #args_: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
                     #launch_on_call
+                }
+
+                #[doc = #capture_doc]
+                pub fn capture(&self, #cap: &mut ::tile_jit::GraphCapture, #grid_param #(#names: #types),*) -> ::core::result::Result<::tile_jit::NodeId, ::tile_jit::JitError> {
+                    let #args_: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
+                    #capture_call
+                }
+
+                #[doc = #update_doc]
+                pub fn update_node(&self, #graph: &mut ::tile_jit::JitGraph, #node: ::tile_jit::NodeId, #grid_param #(#names: #types),*) -> ::core::result::Result<(), ::tile_jit::JitError> {
+                    let #args_: [::tile_jit::Arg<'_>; #n] = [#(#args),*];
+                    #update_call
                 }
 
                 /// The untyped handle: its constants (`consts()`), specialisations, graphs.

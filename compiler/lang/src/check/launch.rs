@@ -137,6 +137,22 @@ pub fn computed_read(def: &ast::FnDef, param: &str) -> bool {
     })
 }
 
+/// The parameters `#[no_specialize(..)]` names (integer scalars, checked by [`check_forms`]):
+/// the JIT neither specialises on their values (equal to 1, multiples of 16 or 8) nor plans
+/// for their sizes, so that a value that changes at every launch (a decode step's token
+/// count) compiles nothing new.
+pub fn unspecialized(def: &ast::FnDef) -> Vec<&str> {
+    def.attrs
+        .iter()
+        .filter(|a| a.name.name == "no_specialize")
+        .flat_map(|a| &a.args)
+        .filter_map(|e| match &e.kind {
+            ExprKind::Name(n) => Some(n.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The names of `def`'s computed compile-time values, in declaration order.
 pub fn computed_names(def: &ast::FnDef) -> Vec<String> {
     def.consts
@@ -216,6 +232,49 @@ pub fn check_forms(def: &ast::FnDef) -> Vec<Diagnostic> {
         }
         if let Err(d) = spec::check_expr(cond, &|n| readable(def, n, None), READABLE) {
             out.push(suggest(def, cond, d, None));
+        }
+    }
+    let ints: Vec<&str> = def
+        .params
+        .iter()
+        .filter(|p| is_int_param(p))
+        .map(|p| p.name.name.as_str())
+        .collect();
+    for a in def.attrs.iter().filter(|a| a.name.name == "no_specialize") {
+        if a.args.is_empty() {
+            out.push(
+                Diagnostic::error(a.span, "`#[no_specialize]` names no parameter")
+                    .label("empty")
+                    .help("name the integer parameters whose values change from launch to launch, e.g. `#[no_specialize(seq_len)]`"),
+            );
+        }
+        for e in &a.args {
+            let ExprKind::Name(n) = &e.kind else {
+                out.push(
+                    Diagnostic::error(e.span, "`#[no_specialize]` takes parameter names")
+                        .label("not a name")
+                        .help("e.g. `#[no_specialize(seq_len, n_tokens)]`"),
+                );
+                continue;
+            };
+            if !ints.contains(&n.as_str()) {
+                let mut d = Diagnostic::error(
+                    e.span,
+                    format!("`{n}` is not an integer parameter of `{}`", def.name.name),
+                )
+                .label("not an integer parameter");
+                d = match ints.is_empty() {
+                    true => d.help("only integer scalar parameters are specialised on; this kernel has none"),
+                    false => d.help(format!("integer parameters: {}", ints.join(", "))),
+                };
+                out.push(d);
+            } else if computed_read(def, n) {
+                out.push(
+                    Diagnostic::error(e.span, format!("`{n}` is read by a computed compile-time value"))
+                        .label("planned from its value at every launch")
+                        .help("a compile-time value computed from it needs its value; compute it from another parameter or drop it from `#[no_specialize]`"),
+                );
+            }
         }
     }
     out

@@ -470,8 +470,8 @@ impl<'a> Cx<'a> {
                 continue;
             }
             match a.name.name.as_str() {
-                // Checked by `launch::check_forms`; evaluated for each launch.
-                "requires" => {}
+                // Checked by `launch::check_forms`; evaluated for each launch / read by the JIT.
+                "requires" | "no_specialize" => {}
                 "warps" => warps = self.attr_ints(a, |n| n.is_power_of_two() && n <= 32, "powers of two up to 32"),
                 "stages" => stages = self.attr_ints(a, |n| (1..=8).contains(&n), "between 1 and 8"),
                 "grid" => self.grid_attr(def, a),
@@ -494,7 +494,7 @@ impl<'a> Cx<'a> {
                     }
                 }
                 other => {
-                    let known = ["warps", "stages", "grid", "cluster", "requires"]
+                    let known = ["warps", "stages", "grid", "cluster", "requires", "no_specialize"]
                         .into_iter()
                         .find(|k| other.ends_with(k));
                     self.error(
@@ -503,8 +503,8 @@ impl<'a> Cx<'a> {
                             .help(match known {
                                 Some(k) => format!("write `#[{k}(..)]`"),
                                 None => {
-                                    "kernels take `#[warps(..)]`, `#[stages(..)]`, `#[grid(..)]`, `#[cluster(..)]` \
-                                     and `#[requires(..)]`"
+                                    "kernels take `#[warps(..)]`, `#[stages(..)]`, `#[grid(..)]`, `#[cluster(..)]`, \
+                                     `#[requires(..)]` and `#[no_specialize(..)]`"
                                         .to_string()
                                 }
                             }),
@@ -549,6 +549,7 @@ impl<'a> Cx<'a> {
                 name: p.name.name.clone(),
                 elem,
                 value: v,
+                specialize: !launch::unspecialized(def).contains(&p.name.name.as_str()),
             });
             self.bind(&p.name.name, Val::V(v), false);
         }

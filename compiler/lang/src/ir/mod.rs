@@ -57,6 +57,9 @@ pub struct KernelParam {
     pub name: String,
     pub elem: Elem,
     pub value: ValueId,
+    /// Whether launches specialise on the argument's value (equal to 1, divisible by 16 or 8);
+    /// `false` for the parameters `#[no_specialize(..)]` names (printed `no_specialize(..)`).
+    pub specialize: bool,
 }
 
 /// A list of ops with arguments (the induction variable and carried values of a loop body, the

@@ -300,6 +300,7 @@ impl P {
                 name: pname,
                 elem,
                 value: v,
+                specialize: true,
             });
             self.eat_punct(',');
         }
@@ -325,6 +326,17 @@ impl P {
                     [n] => cluster = *n,
                     _ => return Err(self.err("`cluster` takes one size".to_string())),
                 },
+                "no_specialize" => {
+                    self.expect_punct('(')?;
+                    while !self.eat_punct(')') {
+                        let n = self.ident()?;
+                        let p = params.iter_mut().find(|p| p.name == n).ok_or_else(|| {
+                            self.err(format!("`no_specialize` names `{n}`, which is not a parameter"))
+                        })?;
+                        p.specialize = false;
+                        self.eat_punct(',');
+                    }
+                }
                 w => return Err(self.err(format!("unexpected `{w}` in the kernel header"))),
             }
         }

@@ -41,6 +41,15 @@ impl fmt::Display for Kernel {
         if self.cluster > 1 {
             write!(f, " cluster({})", self.cluster)?;
         }
+        let fixed: Vec<&str> = self
+            .params
+            .iter()
+            .filter(|p| !p.specialize)
+            .map(|p| p.name.as_str())
+            .collect();
+        if !fixed.is_empty() {
+            write!(f, " no_specialize({})", fixed.join(", "))?;
+        }
         f.write_str(" {\n")?;
         let mut s = String::new();
         print_ops(self, &self.body, 1, &mut s)?;

@@ -554,6 +554,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
             })
             .collect(),
     };
+    let specialization = tile_gir::ArgSpec::for_kernel(k, &specialization);
     let prepared = tile_gir::tma::prepare(k, num_warps, num_stages, &t.target, &specialization);
     let k = &*prepared.kernel;
     let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages, &t.target);
