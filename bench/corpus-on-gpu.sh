@@ -10,7 +10,8 @@
 # verify.log (every corpus case on the GPU against its reference), corpus.json + bench.log
 # (`tilec bench --config model`: the user's default path, nothing pinned, no tune cache),
 # peers.json + peers.log (bench/corpus_peers.py: torch on the same cases, ratios),
-# tune-NAME.json (exhaustive sweeps: the static choice against the best), examples.log
+# tune-NAME.json (exhaustive sweeps: the static choice against the best; SWEEP_FLAGS=--all-cases
+# sweeps every bench case, SWEEP_S seconds per kernel), examples.log
 # (`tilec verify --all`), sm80.log (the examples' sm_80 PTX verified on this GPU).
 # Each step has its own time limit (JIT_S, VERIFY_S, BENCH_S, PEERS_S seconds) so that one slow
 # step cannot eat the others' time.
@@ -43,7 +44,7 @@ for step in $steps; do
     sweep=*)
       for fk in $(echo "${step#sweep=}" | tr ',' ' '); do
         f=${fk%%:*}; k=${fk#*:}
-        timeout 200 $tilec tune --all-candidates --runs 10 --kernel "$k" "bench/corpus/$f.tile" --json "$out/tune-$k.json"
+        timeout ${SWEEP_S:-200} $tilec tune --all-candidates --runs 10 ${SWEEP_FLAGS:-} --kernel "$k" "bench/corpus/$f.tile" --json "$out/tune-$k.json"
       done > "$out/tune.log" 2>&1
       grep -E 'summary:|error' "$out/tune.log" ;;
     examples)

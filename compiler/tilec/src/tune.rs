@@ -1,5 +1,6 @@
 //! `tilec tune FILE`: for each run spec with `bench(..)` sizes, tunes its kernel on the largest
-//! bench case (each of its constant sets, e.g. one per dtype) with `tile_jit::tune`: the
+//! bench case (every case with `--all-cases`; each of its constant sets, e.g. one per dtype)
+//! with `tile_jit::tune`: the
 //! model's choice and its time, each timed candidate, the winner (cached on disk). With
 //! `--all-candidates` every feasible (or near-budget) candidate is timed (the exhaustive sweep docs/optimizer.md
 //! compares the static choice with) and a summary line per case is printed.
@@ -40,6 +41,14 @@ pub(crate) struct TuneArgs {
     /// GPU target: 80, 86, 89, 90 or 90a (sm_90: the H200 measured; the others from published figures).
     #[arg(long, default_value = "90a")]
     sm: String,
+    /// Tune every `bench(..)` case, not only the largest: each launch bucket gets its own winner
+    /// (with `--all-candidates`: the static choice against the sweep's best at every shape).
+    #[arg(long)]
+    all_cases: bool,
+    /// Tune the `bench(..)` cases whose label (as `tilec bench` prints it, e.g. `M=1 K=4096 N=4096`)
+    /// contains this text, instead of the largest.
+    #[arg(long, value_name = "TEXT", conflicts_with = "all_cases")]
+    case: Option<String>,
 }
 
 pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteColor) -> anyhow::Result<i32> {
@@ -85,18 +94,37 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
     // size. A `-D` pin of a constant the case fixes (`T: [f32, bf16]`) keeps only the cases with
     // the pinned value (the others would time the pinned kernel again under their own labels).
     let mut chosen = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
     for s in &specs {
         let cases = spec::bench_cases(s).map_err(|d| anyhow::anyhow!("{}", d.message))?;
         let cases: Vec<_> = cases
             .into_iter()
             .filter(|c| agrees(&ast, &s.kernel, &pins, c))
             .collect();
+        labels.extend(cases.iter().map(|c| format!("{} [{}]", s.kernel, c.label())));
         let size = |c: &spec::Case| c.sizes.iter().map(|(_, v)| (*v).max(1) as f64).product::<f64>();
         let max = cases.iter().map(size).fold(0.0, f64::max);
-        let cases: Vec<_> = cases.into_iter().filter(|c| size(c) == max).collect();
+        let cases: Vec<_> = cases
+            .into_iter()
+            .filter(|c| match &a.case {
+                Some(text) => c.label().contains(text.as_str()),
+                None => a.all_cases || size(c) == max,
+            })
+            .collect();
         if !cases.is_empty() {
             chosen.push((s, cases));
         }
+    }
+    if chosen.is_empty()
+        && let Some(text) = &a.case
+    {
+        labels.truncate(20);
+        writeln!(
+            err,
+            "error: no bench case's label contains `{text}`; the cases are:\n  {}",
+            labels.join("\n  ")
+        )?;
+        return Ok(1);
     }
     if chosen.is_empty() {
         writeln!(
