@@ -225,6 +225,25 @@ impl Analysis<'_> {
                     s
                 }
             }
+            // A reshape keeps the runs along the last axis up to the shorter of the two last
+            // dimensions (a paged cache's [pages, PAGE, D] offsets as [BN, D] rows keep their
+            // D-long runs); a row split inside a run starts at a multiple of the new width.
+            OpKind::Reshape => {
+                let s = arg(0);
+                let (old, new) = (last_dim(op.operands[0]), last_dim(op.results[0]));
+                if old == new {
+                    s
+                } else {
+                    AxisInfo {
+                        contiguity: s.contiguity.min(old).min(new),
+                        divisibility: match new < old && s.contiguity > 1 {
+                            true => s.divisibility.min(pow2_factor(new as i64)),
+                            false => s.divisibility,
+                        },
+                        constancy: s.constancy.min(old).min(new),
+                    }
+                }
+            }
             OpKind::ExpandDims(axis) => {
                 let src = op.operands[0];
                 if *axis == self.k.ty(src).shape.len() {

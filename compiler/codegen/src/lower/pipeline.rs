@@ -151,10 +151,33 @@ impl<'c> Lowering<'c, '_> {
             false => None,
         };
         let body = op.regions[0].clone();
-        let flat = Self::flatten(&inits);
+        let mut flat = Self::flatten(&inits);
+        // A copy slice that loads (a block table's page ids) is not evaluated afresh from each
+        // iteration's arguments: the carried values of the iteration `ahead` later are carried
+        // by the loop, and each iteration advances them once, for the next iteration's copy, so
+        // that the index load is issued an iteration before its value is needed.
+        let loads_ahead = !produced
+            && ahead > 0
+            && pl
+                .advance_ops
+                .iter()
+                .any(|&i| matches!(body.ops[i].kind, OpKind::Load { .. }));
+        let ahead_step = llvm(
+            self.b
+                .build_int_mul(step, step.get_type().const_int(ahead as u64, false), ""),
+        )?;
+        let future_carried: Vec<Repr<'c>> = if loads_ahead {
+            let future = self.advance(op, pl, &args, (step, hi, signed))?;
+            pl.carried.iter().map(|&j| future[j + 1].clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let n_inits = flat.len();
+        flat.extend(Self::flatten(&future_carried));
         let out = self.counted_loop(lo, hi, step, signed, flat, &mut |l, i, cur| {
             let mut args = vec![Repr::Scalar(i.into())];
-            args.extend(Self::rebuild(&inits, &cur));
+            args.extend(Self::rebuild(&inits, &cur[..n_inits]));
+            let mut next_future = Vec::new();
             // Iteration `it` reads stage it % s and refills stage (it + ahead) % s, which
             // iteration it - 1 read (it - 2 when a wgmma stays in flight: the previous
             // iteration's wait_group 1 finished it): the barrier after the wait covers both.
@@ -186,14 +209,25 @@ impl<'c> Lowering<'c, '_> {
             }
             if !produced {
                 let mut future = args.clone();
-                for _ in 0..ahead {
-                    future = l.advance(op, pl, &future, (step, hi, signed))?;
+                if loads_ahead {
+                    future[0] = Repr::Scalar(llvm(l.b.build_int_add(i, ahead_step, ""))?.into());
+                    for (&j, v) in pl.carried.iter().zip(Self::rebuild(&future_carried, &cur[n_inits..])) {
+                        future[j + 1] = v;
+                    }
+                } else {
+                    for _ in 0..ahead {
+                        future = l.advance(op, pl, &future, (step, hi, signed))?;
+                    }
                 }
                 // In a ring, the stage refilled was last read `stages` iterations earlier (if
                 // ever): thread 0 waits for that use's release, completion number later /
                 // stages - 1.
                 let release = ring.then_some(later);
                 l.issue(op, pl, &future, write, hi, signed, release)?;
+                if loads_ahead {
+                    let next = l.advance(op, pl, &future, (step, hi, signed))?;
+                    next_future = pl.carried.iter().map(|&j| next[j + 1].clone()).collect();
+                }
             }
             if cp {
                 l.cp_async_commit()?;
@@ -234,12 +268,14 @@ impl<'c> Lowering<'c, '_> {
                     l.release_stage(pl, prev, Some(skip))?;
                 }
             }
-            Ok(Self::flatten(&y))
+            let mut out = Self::flatten(&y);
+            out.extend(Self::flatten(&next_future));
+            Ok(out)
         })?;
         if cp {
             self.cp_async_wait(0)?;
         }
-        let mut results = Self::rebuild(&inits, &out);
+        let mut results = Self::rebuild(&inits, &out[..n_inits]);
         // Accumulators still in flight: wait for every group, passing them through the wait.
         for (_, j) in &pl.async_dots {
             if let Repr::Tile(acc) = &results[*j] {
