@@ -4,13 +4,13 @@
 use std::io::Write;
 use std::path::Path;
 
-use tile_lang::check;
 use tile_lang::codespan_reporting::term::termcolor::WriteColor;
+use tile_lang::{check, spec};
 use tile_opt::config::{self, Candidate, Pins, TargetDesc};
 
 pub(crate) fn cmd_explain(
     file: &Path,
-    launch: &super::LaunchArgs,
+    (launch, case): (&super::LaunchArgs, Option<&str>),
     defines: &[String],
     kernel: Option<&str>,
     sm: &str,
@@ -47,15 +47,32 @@ pub(crate) fn cmd_explain(
             Some(def) => launch.facts(def)?,
             None => (Vec::new(), Default::default()),
         };
-        // Planned for the sizes given, else for the file's largest bench case; with the facts
-        // `tilec compile` would compile with (nothing assumed unless asked).
-        let l = config::LaunchProblem { sizes, grid: None };
-        let on = if l.sizes.is_empty() {
-            config::On::File
-        } else {
-            config::On::Launch(&l)
+        // Planned for the bench case asked for (as `tilec tune --case` plans it), else for the
+        // sizes given, else for the file's largest bench case; with the facts `tilec compile`
+        // would compile with (nothing assumed unless asked).
+        let chosen = match case {
+            Some(text) => match bench_case(ast, name, &pins, text) {
+                Ok((spec, case)) => {
+                    let pins = tile_jit::tune::case_pins(ast, name, &pins, &case);
+                    config::choose_on(&src.text, ast, name, &pins, &desc, config::On::Case(&spec, &case))
+                }
+                Err(e) => {
+                    writeln!(err, "error: {}: kernel `{name}`: {e}", src.name)?;
+                    failed = true;
+                    continue;
+                }
+            },
+            None => {
+                let l = config::LaunchProblem { sizes, grid: None };
+                let on = if l.sizes.is_empty() {
+                    config::On::File
+                } else {
+                    config::On::Launch(&l)
+                };
+                config::choose_with(&src.text, ast, name, &pins, &desc, on, &facts)
+            }
         };
-        match config::choose_with(&src.text, ast, name, &pins, &desc, on, &facts) {
+        match chosen {
             Ok(c) => write_choice(out, &c, &desc)?,
             Err(e) => {
                 writeln!(err, "error: {}: kernel `{name}`: {e}", src.name)?;
@@ -64,6 +81,34 @@ pub(crate) fn cmd_explain(
         }
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// The first `bench(..)` case of `kernel`'s run specs whose label contains `text` and whose
+/// fixed values agree with the pins (as `tilec tune --case` selects it).
+fn bench_case(
+    ast: &tile_lang::syntax::ast::File,
+    kernel: &str,
+    pins: &Pins,
+    text: &str,
+) -> Result<(spec::RunSpec, spec::Case), String> {
+    let (specs, _) = spec::parse_specs(ast);
+    let mut labels = Vec::new();
+    for s in specs.into_iter().filter(|s| s.kernel == kernel && !s.bench.is_empty()) {
+        for case in spec::bench_cases(&s).map_err(|d| d.message)? {
+            if super::tune::agrees(ast, kernel, pins, &case) && case.label().contains(text) {
+                return Ok((s, case));
+            }
+            labels.push(case.label());
+        }
+    }
+    labels.truncate(20);
+    Err(match labels.is_empty() {
+        true => "no `bench(..)` case to plan for (`--case` reads the kernel's run specs)".into(),
+        false => format!(
+            "no bench case's label contains `{text}`; the cases are:\n  {}",
+            labels.join("\n  ")
+        ),
+    })
 }
 
 fn micros(s: f64) -> String {

@@ -198,6 +198,11 @@ enum Command {
         /// Pin pipeline stages (1 to 8, as `#[stages(..)]`; 1: no pipelining).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
         num_stages: Option<u32>,
+        /// Plan for the `bench(..)` case whose label (as `tilec bench` and `tilec tune` print it,
+        /// e.g. `M=1 K=4096 N=4096`) contains this text, with the values its run spec computes,
+        /// as `tilec tune --case` does (default: `--size` values, else the largest case).
+        #[arg(long, value_name = "TEXT", conflicts_with = "sizes")]
+        case: Option<String>,
         #[command(flatten)]
         launch: LaunchArgs,
     },
@@ -309,10 +314,11 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             sm,
             num_warps,
             num_stages,
+            case,
             launch,
         } => explain::cmd_explain(
             &file,
-            &launch,
+            (&launch, case.as_deref()),
             &defines,
             kernel.as_deref(),
             &sm,

@@ -290,7 +290,7 @@ fn json_record(kernel: &str, case: &spec::Case, t: &Tuned) -> serde_json::Value 
 
 /// Whether every constant that `case` fixes for tuning (dtypes and values that are not
 /// candidates: `tune::case_pins`) has the pinned value where `pins` names it.
-fn agrees(file: &tile_lang::syntax::ast::File, kernel: &str, pins: &Pins, case: &spec::Case) -> bool {
+pub(crate) fn agrees(file: &tile_lang::syntax::ast::File, kernel: &str, pins: &Pins, case: &spec::Case) -> bool {
     let fixed = tune::case_pins(file, kernel, &Pins::default(), case);
     pins.consts
         .iter()
