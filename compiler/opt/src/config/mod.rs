@@ -133,6 +133,9 @@ pub struct Estimate {
     pub wgmma_in_flight: bool,
     /// Bytes the TMA engine copies into one stage (the most over the kernel's loops; 0: no TMA).
     pub tma_stage_bytes: u32,
+    /// Bytes of one pipeline stage, copied by the TMA engine or by cp.async (the most over the
+    /// kernel's loops; 0: nothing pipelined).
+    pub stage_bytes: u32,
     /// Whether a producer warpgroup issues a loop's copies (counted in `threads`).
     pub producer: bool,
     /// Whether that producer runs the tile loop around its loop too (a persistent kernel).
@@ -636,6 +639,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         l2_keeps,
         wgmma_in_flight: plan.pipelines.values().any(|p| !p.async_dots.is_empty()),
         tma_stage_bytes: plan.pipelines.values().map(|p| p.tma_bytes()).max().unwrap_or(0),
+        stage_bytes: plan.pipelines.values().map(|p| p.stage_bytes).max().unwrap_or(0),
         producer: plan.producer().is_some(),
         producer_runs_tiles: plan.pipelines.values().any(|p| p.tile_loop().is_some()),
         pingpong: plan.pipelines.values().any(|p| p.takes_turns()),
@@ -910,9 +914,16 @@ pub fn choose_with(
     // Cheapest feasible; estimates within `TIE` of the cheapest are ties (the pointer attention
     // at head dim 64, causal: 4 warps on 64-row blocks estimated 0.6% over 8 warps on 128 rows,
     // measured 0.0798 against 0.0921 ms, run 107), which go to fewer warps, then to a wgmma
-    // kept in flight across iterations (matmul: 596 against 564 TFLOP/s), then to larger TMA
-    // stages (fewer mbarrier round trips: matmul_tma with 48 KB stages 743 against 575 TFLOP/s
-    // with 24 KB at 4096³), then fewer stages (attention with several blocks per SM: 2 stages
+    // kept in flight across iterations (matmul: 596 against 564 TFLOP/s), then to larger
+    // stages where the loop feeds tensor-core products (fewer barriers and mbarrier round trips
+    // per byte, more bytes in flight: matmul_tma with 48 KB TMA stages 743 against 575 TFLOP/s
+    // with 24 KB at 4096³; cp.async, H100 sweeps of 2026-12-07 in bench/records/2026-12-07d-h100:
+    // batched_gemm BK 64 0.2432 ms against BK 32 0.2712, small_m_gemm M = 1 BK 256 0.0214
+    // against BK 64 0.0271, M = 64 0.0259 against 0.0294, fp8_gemm and gemm_epilogue's best
+    // the larger of their tied stages too; a cp.async stage only where the estimate stays
+    // under the registers ptxas never spills at, as its copy addresses are what the walk
+    // estimates least well: matmul.tile's pointer kernel with BK 64, estimated 216, spills 896 B
+    // compiled without facts; elsewhere TMA stages only), then fewer stages (attention with several blocks per SM: 2 stages
     // measured faster than 3) except under a wgmma kept in flight or a producer warpgroup, where
     // the deeper ring wins (matmul_tma at 8192³ with a producer: 4 stages 1.4223 ms, 3 stages
     // 1.4485, 2 stages 1.6971; attention_rotated at 128 x 8192, head dim 128, two sweeps: causal
@@ -924,15 +935,17 @@ pub fn choose_with(
     // softmax_staged's grid of one program per SM at bf16 4096 x 16384: 3 stages 0.0797 ms, 1
     // stage 0.1106, runs 97 and 113; at 32768 columns 0.1448 against 0.1721, runs 97 and 74),
     // then the cheaper estimate, then enumeration order (docs/gpu.md).
-    // A candidate without any of these keeps the fewer-stages key, which sorts first. (cp.async
-    // matmul with 48 KB stages measured 671 against 548 TFLOP/s too, but ptxas spills in it for
-    // some launches: the tie-break stays TMA-only.)
+    // A candidate without any of these keeps the fewer-stages key, which sorts first.
+    let tensor = |e: &Estimate| e.work.mma_flops + e.work.wgmma_flops > 0.0;
     let key = |c: &Candidate| {
         let e = c.estimate.as_ref().unwrap();
         (
             c.config.num_warps,
             !e.wgmma_in_flight,
-            std::cmp::Reverse(e.tma_stage_bytes),
+            std::cmp::Reverse(match e.tma_stage_bytes == 0 && tensor(e) && e.registers <= t.spill_safe_regs {
+                true => e.stage_bytes,
+                false => e.tma_stage_bytes,
+            }),
             if e.wgmma_in_flight || e.producer || e.resident == 1 {
                 u32::MAX - c.config.num_stages
             } else {
