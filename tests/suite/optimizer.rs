@@ -5,6 +5,8 @@
 //!   configuration may spill, and no candidate the model calls feasible may spill. With
 //!   `TILE_MODEL_TABLE=1` it prints the error distribution that docs/optimizer.md quotes.
 //! - `explain_*`: `tilec explain` output, snapshot-tested (`snapshots/explain/`).
+//! - `static_choice_on_stored_sweeps`: the static choice's measured time over the best on every
+//!   exhaustive sweep kept in `bench/records/`, a snapshot (a model change shows as a diff).
 //!
 //! Candidates that differ only in `num_stages` compile to the same code today (the codegen does
 //! not pipeline), so each (values, warps) pair is compiled once.
@@ -338,4 +340,98 @@ fn model_rereads() {
         let e = c.estimate.as_ref().unwrap();
         assert_eq!((e.work.reread_bytes, e.l2_keeps), (0.0, None), "{}", c.config);
     }
+}
+
+/// The static choice scored on the stored exhaustive sweeps (`bench/records/*/tune-*.json`,
+/// written by `tilec tune --all-candidates --json`): for each swept case, the measured time of
+/// the candidate the model chooses today (`tilec explain --case LABEL`, the values every
+/// candidate shares pinned) over the sweep's best. The table is a snapshot: a model change that
+/// moves any choice shows here as a diff to read, and a worse ratio must be argued for.
+/// (`bench/static-vs-sweep.py` prints the same score for any sweep file, older ones included.)
+#[test]
+fn static_choice_on_stored_sweeps() {
+    let mut sweeps: Vec<std::path::PathBuf> = std::fs::read_dir(root().join("bench/records"))
+        .unwrap()
+        .filter_map(|d| d.ok().map(|d| d.path()))
+        .filter(|d| d.is_dir())
+        .flat_map(|d| std::fs::read_dir(d).unwrap().filter_map(|f| f.ok().map(|f| f.path())))
+        .filter(|f| {
+            let name = f.file_name().unwrap().to_string_lossy();
+            name.starts_with("tune-") && name.ends_with(".json")
+        })
+        .collect();
+    sweeps.sort();
+    assert!(!sweeps.is_empty(), "no stored sweeps under bench/records");
+    let files: Vec<_> = tile_files("dsl-examples")
+        .into_iter()
+        .chain(tile_files("bench/corpus"))
+        .collect();
+    let mut table = String::new();
+    let mut worst = 1.0f64;
+    for sweep in &sweeps {
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(sweep).unwrap()).unwrap();
+        for case in doc["cases"].as_array().into_iter().flatten() {
+            let kernel = case["kernel"].as_str().unwrap();
+            let label = case["case"].as_str().unwrap();
+            let times: HashMap<&str, f64> = case["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| Some((c["config"].as_str()?, c["median_ms"].as_f64()?)))
+                .collect();
+            let best = times.values().copied().fold(f64::INFINITY, f64::min);
+            // Values every candidate shares (dtypes, fixed constants) are pinned.
+            let mut values: HashMap<&str, Vec<&str>> = HashMap::new();
+            for cfg in times.keys() {
+                for part in cfg.split_whitespace() {
+                    let (n, v) = part.split_once('=').unwrap();
+                    let vs = values.entry(n).or_default();
+                    if !vs.contains(&v) {
+                        vs.push(v);
+                    }
+                }
+            }
+            let mut pins: Vec<String> = values
+                .iter()
+                .filter(|(n, vs)| vs.len() == 1 && !matches!(**n, "warps" | "stages"))
+                .map(|(n, vs)| format!("{n}={}", vs[0]))
+                .collect();
+            pins.sort();
+            let file = files
+                .iter()
+                .find(|f| {
+                    std::fs::read_to_string(f).unwrap().lines().any(|l| {
+                        l.starts_with(&format!("kernel {kernel}<")) || l.starts_with(&format!("kernel {kernel}("))
+                    })
+                })
+                .unwrap_or_else(|| panic!("{}: no example or corpus file defines `{kernel}`", rel(sweep)));
+            let path = file.to_string_lossy().into_owned();
+            let mut args = vec!["explain", path.as_str(), "--kernel", kernel, "--case", label];
+            for p in &pins {
+                args.extend(["-D", p.as_str()]);
+            }
+            let (code, out, err) = tilec(&args);
+            assert_eq!(code, 0, "{}: {kernel} [{label}]: {err}", rel(sweep));
+            let chosen = out
+                .lines()
+                .find_map(|l| l.strip_prefix("chosen: "))
+                .unwrap_or_else(|| panic!("no choice in:\n{out}"))
+                .trim();
+            let ratio = times.get(chosen).map(|t| t / best);
+            if let Some(r) = ratio {
+                worst = worst.max(r);
+            }
+            writeln!(
+                table,
+                "{} {kernel} [{label}]: {chosen} -> {}",
+                rel(sweep).trim_start_matches("bench/records/"),
+                ratio.map_or("not swept".to_string(), |r| format!("{r:.3} of the best")),
+            )
+            .unwrap();
+        }
+    }
+    writeln!(table, "worst: {worst:.3}").unwrap();
+    insta::with_settings!({snapshot_path => "snapshots/explain", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("static_choice_on_stored_sweeps", table);
+    });
 }
