@@ -942,10 +942,12 @@ pub fn choose_with(
         (
             c.config.num_warps,
             !e.wgmma_in_flight,
-            std::cmp::Reverse(match e.tma_stage_bytes == 0 && tensor(e) && e.registers <= t.spill_safe_regs {
-                true => e.stage_bytes,
-                false => e.tma_stage_bytes,
-            }),
+            std::cmp::Reverse(
+                match e.tma_stage_bytes == 0 && tensor(e) && e.registers <= t.spill_safe_regs {
+                    true => e.stage_bytes,
+                    false => e.tma_stage_bytes,
+                },
+            ),
             if e.wgmma_in_flight || e.producer || e.resident == 1 {
                 u32::MAX - c.config.num_stages
             } else {

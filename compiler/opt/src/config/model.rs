@@ -819,6 +819,22 @@ impl<'a> CostWalk<'a> {
                 for r in &op.regions {
                     self.region(r, m);
                 }
+                // An `if` choosing between known integers is known as the larger (a grouped
+                // GEMM's `if row0 < end { cdiv(K, BK) } else { 0 }` runs cdiv(K, BK) trips in
+                // the programs that do the work, which a trip count must follow as BK does).
+                if matches!(op.kind, OpKind::If) && op.regions.len() == 2 {
+                    fn yields(r: &Region) -> Option<&Op> {
+                        r.ops.last().filter(|y| matches!(y.kind, OpKind::Yield))
+                    }
+                    if let (Some(a), Some(b)) = (yields(&op.regions[0]), yields(&op.regions[1])) {
+                        for (i, &res) in op.results.iter().enumerate() {
+                            let arm = |y: &Op| y.operands.get(i).and_then(|&v| known(self, v));
+                            if let (Some(x), Some(y)) = (arm(a), arm(b)) {
+                                self.known.insert(res, x.max(y));
+                            }
+                        }
+                    }
+                }
             }
         }
     }
