@@ -162,10 +162,6 @@ impl<'c> Lowering<'c, '_> {
                 .advance_ops
                 .iter()
                 .any(|&i| matches!(body.ops[i].kind, OpKind::Load { .. }));
-        let ahead_step = llvm(
-            self.b
-                .build_int_mul(step, step.get_type().const_int(ahead as u64, false), ""),
-        )?;
         let future_carried: Vec<Repr<'c>> = if loads_ahead {
             let future = self.advance(op, pl, &args, (step, hi, signed))?;
             pl.carried.iter().map(|&j| future[j + 1].clone()).collect()
@@ -210,7 +206,9 @@ impl<'c> Lowering<'c, '_> {
             if !produced {
                 let mut future = args.clone();
                 if loads_ahead {
-                    future[0] = Repr::Scalar(llvm(l.b.build_int_add(i, ahead_step, ""))?.into());
+                    let span = step.get_type().const_int(ahead as u64, false);
+                    let span = llvm(l.b.build_int_mul(step, span, ""))?;
+                    future[0] = Repr::Scalar(llvm(l.b.build_int_add(i, span, ""))?.into());
                     for (&j, v) in pl.carried.iter().zip(Self::rebuild(&future_carried, &cur[n_inits..])) {
                         future[j + 1] = v;
                     }

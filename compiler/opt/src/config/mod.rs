@@ -923,8 +923,8 @@ pub fn choose_with(
     // the larger of their tied stages too; a cp.async stage only where the estimate stays
     // under the registers ptxas never spills at, as its copy addresses are what the walk
     // estimates least well: matmul.tile's pointer kernel with BK 64, estimated 216, spills 896 B
-    // compiled without facts; elsewhere TMA stages only), then fewer stages (attention with several blocks per SM: 2 stages
-    // measured faster than 3) except under a wgmma kept in flight or a producer warpgroup, where
+    // compiled without facts; elsewhere TMA stages only), then fewer stages (attention with
+    // several blocks per SM: 2 stages measured faster than 3) except under a wgmma kept in flight or a producer warpgroup, where
     // the deeper ring wins (matmul_tma at 8192³ with a producer: 4 stages 1.4223 ms, 3 stages
     // 1.4485, 2 stages 1.6971; attention_rotated at 128 x 8192, head dim 128, two sweeps: causal
     // 3 stages 3.7287 / 3.6406 ms against 3.9520 / 3.8188, not causal 7.4450 / 7.6324 against
