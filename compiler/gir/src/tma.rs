@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
-use tile_lang::ir::{ConstValue, DType, Kernel, Op, OpKind, ValueId, block};
+use tile_lang::ir::{BinaryOp, ConstValue, DType, Kernel, Op, OpKind, ValueId, block};
 
 use crate::ArgSpec;
 use crate::Target;
@@ -23,11 +23,16 @@ use crate::mma::Swizzle;
 /// The most tensor maps one kernel takes (further descriptors are read with `cp.async`).
 pub const MAX_TENSOR_MAPS: usize = 8;
 
-/// An integer the host knows at launch: a kernel argument (by parameter index) or a constant.
+/// An integer the host knows at launch: a kernel argument (by parameter index) or a constant;
+/// or, as the outermost extent of a map over a batch of entries ([`TensorMap`]), as many
+/// entries as the buffer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HostInt {
     Param(usize),
     Const(i64),
+    /// The number of whole entries (the map's inner dimensions, one outer stride apart) that
+    /// fit in the base buffer: an entry past the buffer's end reads zeros and is not written.
+    Fit,
 }
 
 impl std::fmt::Display for HostInt {
@@ -35,12 +40,18 @@ impl std::fmt::Display for HostInt {
         match self {
             HostInt::Param(i) => write!(f, "arg{i}"),
             HostInt::Const(c) => write!(f, "{c}"),
+            HostInt::Fit => f.write_str("fit"),
         }
     }
 }
 
 /// A tensor map the host encodes for a launch. Dimensions are listed innermost first, as the
 /// driver takes them.
+///
+/// A descriptor whose base is a pointer parameter moved by an entry index times a stride
+/// parameter (`a + bid * stride_ab`: one matrix of a batch) gets one more, outermost, dimension:
+/// extent [`HostInt::Fit`], that stride, box extent 1; its accesses give the entry index as
+/// the outermost coordinate ([`Prepared::entry_of`]). The tensor's edges stay the entry's own.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorMap {
     pub dtype: DType,
@@ -95,6 +106,9 @@ impl std::str::FromStr for TensorMap {
                 .ok_or_else(bad)
         };
         let host = |w: &str| -> Result<HostInt, String> {
+            if w == "fit" {
+                return Ok(HostInt::Fit);
+            }
             match w.strip_prefix("arg") {
                 Some(i) => i.parse().map(HostInt::Param).map_err(|_| bad()),
                 None => w.parse().map(HostInt::Const).map_err(|_| bad()),
@@ -191,6 +205,10 @@ pub struct Prepared<'k> {
     /// The map of each block access left in `kernel`: a load's by its result, a store's by the
     /// tile it stores.
     pub map_of: HashMap<ValueId, usize>,
+    /// The entry index (an integer scalar of at most 32 bits, defined outside the access's
+    /// loop) of each access in `map_of` whose map has an entries dimension: its outermost
+    /// coordinate.
+    pub entry_of: HashMap<ValueId, ValueId>,
     /// The block loads of pipelined loops the TMA engine does not copy, and why (they are
     /// expanded into pointer loads, which cp.async may still stage).
     pub refusals: Vec<crate::Refusal>,
@@ -234,6 +252,7 @@ impl BlockExtent {
         let value = |h: &HostInt| match h {
             HostInt::Param(p) => int(*p),
             HostInt::Const(c) => Some(*c),
+            HostInt::Fit => None,
         };
         let mut last: i128 = 0;
         for (d, s) in self.dims.iter().zip(&self.strides) {
@@ -298,6 +317,7 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         kernel: Cow::Borrowed(k),
         maps: Vec::new(),
         map_of: HashMap::new(),
+        entry_of: HashMap::new(),
         refusals: Vec::new(),
     };
     if !block::has_blocks(k) {
@@ -349,6 +369,9 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
                     ..r.clone()
                 }),
         );
+        // Values the loop defines: an entry index must be known before the loop runs (the copies
+        // of later iterations are issued ahead, from the loop's own coordinates).
+        let inside = defined_in(op);
         for ld in &pl.loads {
             let Some(mut boxes) = ld.tma else { continue };
             // A multicast load's map copies one program's share of the rows.
@@ -356,9 +379,16 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
                 boxes.rows /= k.cluster;
             }
             let lop = defs[&ld.load];
-            let i = match tensor_map(k, lop, &defs, &params, spec, boxes) {
-                Ok(m) => match map_index(&mut out.maps, m) {
-                    Some(i) => i,
+            let mapped = tensor_map(k, lop, &defs, &params, spec, boxes).and_then(|(m, entry)| match entry {
+                Some(e) if inside.contains(&e) => Err(format!(
+                    "its base moves by an entry index computed inside the loop (line {}): the index of a batch entry must be known before the loop",
+                    op.loc.line
+                )),
+                _ => Ok((m, entry)),
+            });
+            let (i, entry) = match mapped {
+                Ok((m, entry)) => match map_index(&mut out.maps, m) {
+                    Some(i) => (i, entry),
                     None => {
                         refusals.push(refuse(
                             lop,
@@ -372,6 +402,9 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
                     continue;
                 }
             };
+            if let Some(e) = entry {
+                out.entry_of.insert(ld.load, e);
+            }
             out.map_of.insert(ld.load, i);
             keep.insert(ld.load);
         }
@@ -380,7 +413,7 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
     // Stores of 2-D tiles through descriptors: a TMA store each, where the kernel still fits
     // with their staging buffers.
     if target.wgmma {
-        let loads = (out.maps.clone(), out.map_of.clone());
+        let loads = (out.maps.clone(), out.map_of.clone(), out.entry_of.clone());
         let mut kept_stores = HashSet::new();
         let mut stores = Vec::new();
         k.walk(&mut |op| {
@@ -391,12 +424,13 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
         for op in &stores {
             let v = block::operands(op).value.expect("a store has a value");
             let Some((_, boxes)) = store_boxes(k, v) else { continue };
-            let Some(i) = tensor_map(k, op, &defs, &params, spec, boxes)
-                .ok()
-                .and_then(|m| map_index(&mut out.maps, m))
-            else {
+            let Ok((m, entry)) = tensor_map(k, op, &defs, &params, spec, boxes) else {
                 continue;
             };
+            let Some(i) = map_index(&mut out.maps, m) else { continue };
+            if let Some(e) = entry {
+                out.entry_of.insert(v, e);
+            }
             out.map_of.insert(v, i);
             kept_stores.insert(v);
         }
@@ -407,10 +441,29 @@ pub fn prepare<'k>(k: &'k Kernel, warps: u32, stages: u32, target: &Target, spec
                 out.kernel = Cow::Owned(kept);
                 return out;
             }
-            (out.maps, out.map_of) = loads;
+            (out.maps, out.map_of, out.entry_of) = loads;
         }
     }
     out.kernel = Cow::Owned(block::expand_blocks(k, &keep, &HashSet::new()));
+    out
+}
+
+/// The values `op`'s regions define: their arguments and their ops' results, nested ones
+/// included.
+fn defined_in(op: &Op) -> HashSet<ValueId> {
+    fn go(r: &tile_lang::ir::Region, out: &mut HashSet<ValueId>) {
+        out.extend(r.args.iter().copied());
+        for o in &r.ops {
+            out.extend(o.results.iter().copied());
+            for sub in &o.regions {
+                go(sub, out);
+            }
+        }
+    }
+    let mut out = HashSet::new();
+    for r in &op.regions {
+        go(r, &mut out);
+    }
     out
 }
 
@@ -442,8 +495,8 @@ pub fn store_boxes(k: &Kernel, v: ValueId) -> Option<(Swizzle, TmaBoxes)> {
     Some((swz, boxes))
 }
 
-/// The tensor map a block load reads through (or a block store writes through), or why the host
-/// cannot encode one.
+/// The tensor map a block load reads through (or a block store writes through), and the entry
+/// index of a map over a batch of entries, or why the host cannot encode one.
 fn tensor_map(
     k: &Kernel,
     op: &Op,
@@ -451,32 +504,52 @@ fn tensor_map(
     params: &HashMap<ValueId, usize>,
     spec: &[ArgSpec],
     boxes: TmaBoxes,
-) -> Result<TensorMap, String> {
+) -> Result<(TensorMap, Option<ValueId>), String> {
     let o = block::operands(op);
     let dtype = k
         .ty(o.value.unwrap_or_else(|| op.results[0]))
         .dtype()
         .ok_or("the block holds no numbers")?;
     let fact = |p: usize| spec.get(p).copied().unwrap_or_default();
-    let base = *params.get(&o.ptr).ok_or(
-        "the descriptor's base is computed in the kernel (a pointer plus an offset), not a pointer parameter: move the offset into the coordinates, or pass the offset tensor as a parameter",
-    )?;
+    let host = |v: ValueId| host_int(k, v, defs, params);
+    // A stride the engine takes: a positive multiple of 16 bytes (8 elements of bf16, 16 of fp8).
+    let aligned = |s: &HostInt| match s {
+        HostInt::Const(c) => (c * dtype.bytes() as i64) % 16 == 0 && *c > 0,
+        HostInt::Param(p) => fact(*p).divisibility() * dtype.bytes() as u64 >= 16,
+        HostInt::Fit => false,
+    };
+    let (base, entry) = match params.get(&o.ptr) {
+        Some(&p) => (p, None),
+        None => {
+            let (p, e) = entry_base(k, o.ptr, defs, params).ok_or(
+                "the descriptor's base is computed in the kernel, not a pointer parameter or a pointer parameter plus an entry index times a stride (`a + bid * stride_ab`): move the offset into the coordinates, or pass the offset tensor as a parameter",
+            )?;
+            (p, Some(e))
+        }
+    };
     if !fact(base).divisible_by_16 {
         return Err(
             "its base is not known to be 16-byte aligned (the JIT specialises on it at each launch; `tilec compile` needs --assume-aligned)"
                 .into(),
         );
     }
-    let host = |v: ValueId| host_int(k, v, defs, params);
+    if let Some((_, stride)) = entry
+        && !aligned(&stride)
+    {
+        return Err(format!(
+            "its base moves by an entry stride not known to be a multiple of 16 bytes ({} elements of {dtype})",
+            16_usize.div_ceil(dtype.bytes())
+        ));
+    }
     let computed = "the descriptor's shape or strides are computed in the kernel (`batch * M`, say): a tensor map is encoded on the host from arguments and constants, so pass them as parameters";
-    let dims: Vec<HostInt> = o
+    let mut dims: Vec<HostInt> = o
         .shape
         .iter()
         .rev()
         .map(|v| host(*v))
         .collect::<Option<_>>()
         .ok_or(computed)?;
-    let strides: Vec<HostInt> = o
+    let mut strides: Vec<HostInt> = o
         .strides
         .iter()
         .rev()
@@ -486,6 +559,7 @@ fn tensor_map(
     let unit = match strides[0] {
         HostInt::Const(c) => c == 1,
         HostInt::Param(p) => fact(p).equals_one,
+        HostInt::Fit => false,
     };
     if !unit {
         return Err(
@@ -493,25 +567,77 @@ fn tensor_map(
                 .into(),
         );
     }
-    // The engine takes row strides of any multiple of 16 bytes: 8 elements of bf16, 16 of fp8.
-    let aligned = strides[1..].iter().all(|s| match s {
-        HostInt::Const(c) => (c * dtype.bytes() as i64) % 16 == 0 && *c > 0,
-        HostInt::Param(p) => fact(*p).divisibility() * dtype.bytes() as u64 >= 16,
-    });
-    if !aligned {
+    if !strides[1..].iter().all(aligned) {
         return Err(format!(
             "its row strides are not known to be multiples of 16 bytes ({} elements of {dtype})",
             16_usize.div_ceil(dtype.bytes())
         ));
     }
-    Ok(TensorMap {
+    let mut box_dims = vec![boxes.cols, boxes.rows];
+    if let Some((_, stride)) = entry {
+        dims.push(HostInt::Fit);
+        strides.push(stride);
+        box_dims.push(1);
+    }
+    let map = TensorMap {
         dtype,
         base,
         dims,
         strides: strides[1..].to_vec(),
-        box_dims: vec![boxes.cols, boxes.rows],
+        box_dims,
         swizzle: boxes.swizzle,
-    })
+    };
+    Ok((map, entry.map(|(index, _)| index)))
+}
+
+/// A descriptor base `ptr + index * stride` (or `stride * index`): the pointer parameter, and
+/// the entry index (a 32-bit integer, through widening casts) with the stride as the host knows
+/// it.
+fn entry_base(
+    k: &Kernel,
+    ptr: ValueId,
+    defs: &HashMap<ValueId, &Op>,
+    params: &HashMap<ValueId, usize>,
+) -> Option<(usize, (ValueId, HostInt))> {
+    let add = defs.get(&ptr)?;
+    if add.kind != OpKind::PtrAdd {
+        return None;
+    }
+    let base = *params.get(&add.operands[0])?;
+    let mul = defs.get(&add.operands[1])?;
+    if mul.kind != OpKind::Binary(BinaryOp::Mul) {
+        return None;
+    }
+    let (x, y) = (mul.operands[0], mul.operands[1]);
+    let host = |v| host_int(k, v, defs, params);
+    // The stride is the operand the host knows (the second when both are).
+    let (index, stride) = match (host(x), host(y)) {
+        (_, Some(s)) => (x, s),
+        (Some(s), None) => (y, s),
+        (None, None) => return None,
+    };
+    let index = narrowest(k, index, defs);
+    let is_32 = k.ty(index).dtype().is_some_and(|d| d.is_int() && d.bits() == 32);
+    is_32.then_some((base, (index, stride)))
+}
+
+/// `v` before the widening integer casts that produced it.
+fn narrowest(k: &Kernel, v: ValueId, defs: &HashMap<ValueId, &Op>) -> ValueId {
+    match defs.get(&v) {
+        Some(op) if matches!(op.kind, OpKind::Cast(_)) && widens(k, op) => narrowest(k, op.operands[0], defs),
+        _ => v,
+    }
+}
+
+/// Whether a cast keeps every integer value (i32 to i64, u32 to i64).
+fn widens(k: &Kernel, op: &Op) -> bool {
+    let (Some(from), Some(to)) = (k.ty(op.operands[0]).dtype(), k.ty(op.results[0]).dtype()) else {
+        return false;
+    };
+    from.is_int()
+        && to.is_int()
+        && to.bits() >= from.bits()
+        && (from.is_signed() == to.is_signed() || from.is_unsigned() && to.bits() > from.bits())
 }
 
 /// `v` as the host knows it: an integer argument or a constant, through widening casts and
@@ -525,18 +651,7 @@ fn host_int(k: &Kernel, v: ValueId, defs: &HashMap<ValueId, &Op>, params: &HashM
         OpKind::Const(ConstValue::Int(c)) => Some(HostInt::Const(*c)),
         OpKind::MultipleOf(_) | OpKind::MaxContiguous(_) => host_int(k, op.operands[0], defs, params),
         // Casts between integers that keep every value (i32 to i64) keep the argument's.
-        OpKind::Cast(_) => {
-            let (from, to) = (k.ty(op.operands[0]).dtype()?, k.ty(op.results[0]).dtype()?);
-            let widens = from.is_int()
-                && to.is_int()
-                && to.bits() >= from.bits()
-                && (from.is_signed() == to.is_signed() || from.is_unsigned() && to.bits() > from.bits());
-            if widens {
-                host_int(k, op.operands[0], defs, params)
-            } else {
-                None
-            }
-        }
+        OpKind::Cast(_) if widens(k, op) => host_int(k, op.operands[0], defs, params),
         _ => None,
     }
 }

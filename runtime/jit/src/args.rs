@@ -537,6 +537,7 @@ pub(crate) fn check_extents(
             let value = |h: &tile_driver::tma::HostInt| match h {
                 tile_driver::tma::HostInt::Param(p) => int(*p).map_or("?".into(), |v| v.to_string()),
                 tile_driver::tma::HostInt::Const(c) => c.to_string(),
+                tile_driver::tma::HostInt::Fit => "fit".into(),
             };
             let list = |v: &[tile_driver::tma::HostInt]| v.iter().map(value).collect::<Vec<_>>().join(", ");
             return Err(ArgError::DescriptorTooShort {

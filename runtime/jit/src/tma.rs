@@ -12,6 +12,8 @@ use tile_runtime::{Gpu, KernelArg, RuntimeError, TensorMapRequest, TmaElem};
 /// The request for `map` given the launch's integer arguments and buffers (address and length
 /// in bytes) by parameter index (`None` where the parameter is not of that kind). A shape and
 /// strides that reach past the end of the buffer are an error: the TMA engine would read there.
+/// An outermost extent of [`HostInt::Fit`] (a map over a batch of entries) is the number of
+/// whole entries the buffer holds; a buffer that holds none is an error.
 pub fn request(
     map: &TensorMap,
     int: &dyn Fn(usize) -> Option<i64>,
@@ -23,8 +25,14 @@ pub fn request(
             HostInt::Param(p) => {
                 int(*p).ok_or_else(|| format!("{what} comes from argument {p}, which is not an integer"))
             }
+            // Sized from the buffer below; positive here (an entry, not an empty tensor).
+            HostInt::Fit => Ok(1),
         }
     };
+    let fit = map.dims.last() == Some(&HostInt::Fit);
+    if map.dims[..map.dims.len().saturating_sub(1)].contains(&HostInt::Fit) || fit && map.dims.len() < 2 {
+        return Err("only the outermost extent of a tensor map of rank 2 or more may be `fit`".into());
+    }
     let elem = tma_elem(map.dtype).ok_or_else(|| format!("no tensor map holds {}", map.dtype))?;
     let rank = map.dims.len();
     if !(1..=5).contains(&rank) || map.strides.len() + 1 != rank || map.box_dims.len() != rank {
@@ -72,19 +80,30 @@ pub fn request(
     for (i, s) in map.strides.iter().enumerate() {
         let v = value(s, "a stride")?;
         if v <= 0 {
+            let arg = match s {
+                HostInt::Param(p) => format!(" (argument {p})"),
+                _ => String::new(),
+            };
             return Err(format!(
-                "a stride of {v} elements; the TMA engine needs positive strides"
+                "a stride of {v} elements{arg}; the TMA engine needs positive strides (`#[no_specialize(..)]` on that \
+                 parameter compiles the descriptor's accesses without a tensor map)"
             ));
         }
         strides[i] = v as u64 * elem.bytes();
     }
     let (addr, len) =
         buffer(map.base).ok_or_else(|| format!("the base is argument {}, which is not a buffer", map.base))?;
-    // The last byte an in-bounds element occupies.
+    // The last byte an in-bounds element occupies (of the first entry, for a map over entries:
+    // as many entries as fit after it make the outermost extent, up to the engine's 2^31
+    // coordinates).
     let mut last = elem.bytes() as u128;
     for i in 0..rank {
         let stride = if i == 0 { elem.bytes() } else { strides[i - 1] };
         last += (dims[i] - 1) as u128 * stride as u128;
+    }
+    if fit && last <= len as u128 {
+        let more = (len as u128 - last) / strides[rank - 2] as u128;
+        dims[rank - 1] = (more + 1).min(1 << 31) as u64;
     }
     if last > len as u128 {
         let outer_first = |v: &[u64]| v.iter().rev().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
@@ -239,5 +258,32 @@ mod tests {
         );
         let no_buffer = |_: usize| None;
         assert!(request(&map, &ints, &no_buffer).unwrap_err().contains("not a buffer"));
+    }
+
+    #[test]
+    fn a_map_over_entries_spans_the_entries_the_buffer_holds() {
+        // Entries of [300, 200] bf16 elements, 60,000 elements apart (arg 5).
+        let map: TensorMap = "bf16 base=0 dims=arg3,arg2,fit strides=arg4,arg5 box=64,128,1 swizzle=128"
+            .parse()
+            .unwrap();
+        let ints = |p: usize| [None, None, Some(300i64), Some(200), Some(200), Some(60_000)][p];
+        let entry = 300 * 200 * 2;
+        for (bytes, entries) in [(entry, 1), (3 * entry, 3), (3 * entry + 100, 3), (4 * entry - 1, 3)] {
+            let addrs = |p: usize| (p == 0).then_some((0x1000u64, bytes));
+            let r = request(&map, &ints, &addrs).unwrap();
+            assert_eq!(r.dims(), &[200, 300, entries], "{bytes} bytes");
+            assert_eq!(r.strides(), &[400, 120_000]);
+            assert_eq!(r.check(), Ok(()));
+        }
+        // Not even one entry: the error names the entry's shape.
+        let short = |p: usize| (p == 0).then_some((0x1000u64, entry - 1));
+        let e = request(&map, &ints, &short).unwrap_err();
+        assert!(e.contains("reaches 120000 bytes into a buffer of 119999 bytes"), "{e}");
+        // `fit` anywhere but outermost is not a map.
+        let inner: TensorMap = "bf16 base=0 dims=fit,arg2 strides=arg4 box=64,128 swizzle=128"
+            .parse()
+            .unwrap();
+        let addrs = |p: usize| (p == 0).then_some((0x1000u64, entry));
+        assert!(request(&inner, &ints, &addrs).unwrap_err().contains("outermost"));
     }
 }

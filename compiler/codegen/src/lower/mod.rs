@@ -91,6 +91,7 @@ pub(crate) fn lower<'c>(
         tensor_maps: prepared.maps.len(),
         map_rows: prepared.maps.iter().map(|m| m.box_dims[1]).collect(),
         map_of: prepared.map_of.clone(),
+        entry_of: prepared.entry_of.clone(),
         map_params: Vec::new(),
         in_pipeline: 0,
         pending_wgmma: Vec::new(),
@@ -168,6 +169,9 @@ struct Lowering<'c, 'a> {
     map_rows: Vec<u32>,
     /// The tensor map of each block load the TMA engine copies.
     map_of: HashMap<ValueId, usize>,
+    /// The entry index (outermost coordinate) of each TMA access whose map spans a batch of
+    /// entries (`tile_gir::tma::Prepared::entry_of`).
+    entry_of: HashMap<ValueId, ValueId>,
     /// The generic address of each tensor-map parameter.
     map_params: Vec<PointerValue<'c>>,
     /// How many pipelined loops enclose the op being lowered (scratch goes after their buffers).

@@ -936,6 +936,7 @@ impl<'c> Lowering<'c, '_> {
                     llvm(l.b.build_int_truncate_or_bit_cast(c, l.ctx.i32_type(), ""))
                 };
                 let (row, col) = (coord(self, o.coords[0])?, coord(self, o.coords[1])?);
+                let entry = self.entry_of.get(&ld.load).map(|e| coord(self, *e)).transpose()?;
                 let base = self.stage_addr(pl, stage, ld.offset)?;
                 let map = self.map_of[&ld.load];
                 // The map's box holds all of the block's rows, or one program's share of them.
@@ -947,7 +948,17 @@ impl<'c> Lowering<'c, '_> {
                 );
                 let shares = boxes.rows / rows;
                 let multicast = ld.multicast && shares == self.k.cluster;
-                copies.push((boxes, rows, shares, multicast, row, col, base, self.map_params[map]));
+                copies.push((
+                    boxes,
+                    rows,
+                    shares,
+                    multicast,
+                    row,
+                    col,
+                    entry,
+                    base,
+                    self.map_params[map],
+                ));
             }
             let rank = match copies.iter().any(|c| c.3) {
                 true => Some(
@@ -978,7 +989,7 @@ impl<'c> Lowering<'c, '_> {
                     &[],
                     &[bar.into(), l.i32c(bytes as u64).into()],
                 )?;
-                for &(boxes, rows, shares, multicast, row, col, base, map) in &copies {
+                for &(boxes, rows, shares, multicast, row, col, entry, base, map) in &copies {
                     // Share `q` of a box: its rows `q * rows ..`, bytes `q * rows * row ..` of
                     // the box's part of the buffer. A multicast load copies this program's
                     // share into every program of the cluster; any other, every share here.
@@ -1004,22 +1015,22 @@ impl<'c> Lowering<'c, '_> {
                             let c = llvm(l.b.build_int_add(col, l.i32c((j * boxes.cols) as u64), ""))?;
                             let down = llvm(l.b.build_int_mul(q, l.i32c(rows as u64), ""))?;
                             let r = llvm(l.b.build_int_add(row, down, ""))?;
-                            l.intr(
-                                "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.2d",
-                                &[],
-                                &[
-                                    dst.into(),
-                                    bar.into(),
-                                    map.into(),
-                                    c.into(),
-                                    r.into(),
-                                    l.ctx.i16_type().const_int(mask, false).into(),
-                                    l.ctx.i64_type().const_zero().into(),
-                                    l.ctx.bool_type().const_int(multicast as u64, false).into(),
-                                    l.ctx.bool_type().const_zero().into(),
-                                    l.i32c(0).into(),
-                                ],
-                            )?;
+                            // A map over a batch of entries: the entry is the outermost coordinate.
+                            let mut args: Vec<BasicValueEnum<'c>> =
+                                vec![dst.into(), bar.into(), map.into(), c.into(), r.into()];
+                            args.extend(entry.map(BasicValueEnum::from));
+                            args.extend::<[BasicValueEnum<'c>; 5]>([
+                                l.ctx.i16_type().const_int(mask, false).into(),
+                                l.ctx.i64_type().const_zero().into(),
+                                l.ctx.bool_type().const_int(multicast as u64, false).into(),
+                                l.ctx.bool_type().const_zero().into(),
+                                l.i32c(0).into(),
+                            ]);
+                            let name = match entry {
+                                None => "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.2d",
+                                Some(_) => "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.3d",
+                            };
+                            l.intr(name, &[], &args)?;
                         }
                     }
                 }
@@ -1121,23 +1132,24 @@ impl<'c> Lowering<'c, '_> {
             llvm(l.b.build_int_truncate_or_bit_cast(c, l.ctx.i32_type(), ""))
         };
         let (row, col) = (coord(self, o.coords[0])?, coord(self, o.coords[1])?);
+        let entry = self.entry_of.get(&v).map(|e| coord(self, *e)).transpose()?;
         let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
         self.when(zero, |l| {
             for j in 0..boxes.boxes {
                 let src = l.smem_abs_ptr(l.i32c((at + j * boxes.box_bytes) as u64))?;
                 let c = llvm(l.b.build_int_add(col, l.i32c((j * boxes.cols) as u64), ""))?;
-                l.intr(
-                    "llvm.nvvm.cp.async.bulk.tensor.s2g.tile.2d",
-                    &[],
-                    &[
-                        src.into(),
-                        map.into(),
-                        c.into(),
-                        row.into(),
-                        l.ctx.i64_type().const_zero().into(),
-                        l.ctx.bool_type().const_zero().into(),
-                    ],
-                )?;
+                // A map over a batch of entries: the entry is the outermost coordinate.
+                let mut args: Vec<BasicValueEnum<'c>> = vec![src.into(), map.into(), c.into(), row.into()];
+                args.extend(entry.map(BasicValueEnum::from));
+                args.extend::<[BasicValueEnum<'c>; 2]>([
+                    l.ctx.i64_type().const_zero().into(),
+                    l.ctx.bool_type().const_zero().into(),
+                ]);
+                let name = match entry {
+                    None => "llvm.nvvm.cp.async.bulk.tensor.s2g.tile.2d",
+                    Some(_) => "llvm.nvvm.cp.async.bulk.tensor.s2g.tile.3d",
+                };
+                l.intr(name, &[], &args)?;
             }
             l.intr("llvm.nvvm.cp.async.bulk.commit.group", &[], &[])?;
             l.intr("llvm.nvvm.cp.async.bulk.wait.group.read", &[], &[l.i32c(0).into()])?;
