@@ -67,11 +67,11 @@ impl TargetDesc {
             dram_bytes_per_s: 4.3e12,
             // 65536 programs each summing one of 512 blocks of 16 KB (8 MB, resident in the
             // 60 MB L2): 9.42 TB/s; of 256 blocks: 10.35; each its own block: 4.44
-            // (docs/bench-2026-12-02/past-sdpa/l2.tile, run 53).
+            // (bench/records/2026-12-02/past-sdpa/l2.tile, run 53).
             l2_bytes_per_s: 9.4e12,
             // As PyTorch reports it on the H200 here (60 MB). layernorm_fixed at 4096 x 16384
             // f32 reads each 64 KB row twice: with 16 programs resident per SM (4 warps) it took
-            // 0.194 ms, with 4 (16 warps) 0.145 ms (docs/bench-2026-12-03/ln2, run 88).
+            // 0.194 ms, with 4 (16 warps) 0.145 ms (bench/records/2026-12-03/ln2, run 88).
             l2_capacity_bytes: 60.0 * 1024.0 * 1024.0,
             insts_per_s: 30e12,
             // tile's own pipelined matmul at 8192³ (docs/gpu.md): 398 TFLOP/s on mma.sync, 564 on
