@@ -172,7 +172,7 @@ impl Analysis<'_> {
                 self.info.insert(*a, *f);
             }
             self.region(body);
-            let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) else {
+            let Some(y) = body.yield_op() else {
                 return;
             };
             let next: Vec<AxisInfo> = facts

@@ -593,7 +593,7 @@ impl GpuPlan {
                 }
                 OpKind::For { .. } => {
                     let body = &op.regions[0];
-                    let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) else {
+                    let Some(y) = body.yield_op() else {
                         continue;
                     };
                     for (i, yv) in y.operands.iter().enumerate() {

@@ -561,11 +561,7 @@ fn plan_loop(
         let root = origins.root(ptr);
         !written.iter().any(|w| w.is_none() || root.is_none() || *w == root)
     };
-    let yield_op = body
-        .ops
-        .last()
-        .filter(|y| matches!(y.kind, OpKind::Yield))
-        .ok_or("the loop body has no yield")?;
+    let yield_op = body.yield_op().ok_or("the loop body has no yield")?;
     let not_staged = |l: &Op, why: String| Refusal {
         loc: l.loc,
         path: "pipelining",
@@ -1018,7 +1014,7 @@ impl Origins {
             }
             if let OpKind::For { .. } = op.kind {
                 let body = &op.regions[0];
-                if let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) {
+                if let Some(y) = body.yield_op() {
                     for (j, a) in body.args[1..].iter().enumerate() {
                         carried.insert(*a, [op.operands[3 + j], y.operands[j]]);
                     }

@@ -70,6 +70,13 @@ pub struct Region {
     pub ops: Vec<Op>,
 }
 
+impl Region {
+    /// The `yield` that ends this region (a loop body or an `if` branch), if it has one.
+    pub fn yield_op(&self) -> Option<&Op> {
+        self.ops.last().filter(|y| matches!(y.kind, OpKind::Yield))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {
     pub kind: OpKind,

@@ -77,9 +77,7 @@ impl Walk {
     }
 
     fn yields_uniform(&self, r: &Region) -> bool {
-        r.ops
-            .last()
-            .is_some_and(|y| matches!(y.kind, OpKind::Yield) && self.out.all(&y.operands))
+        r.yield_op().is_some_and(|y| self.out.all(&y.operands))
     }
 
     fn op(&mut self, op: &Op, divergent: Option<&'static str>) {

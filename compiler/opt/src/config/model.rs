@@ -318,7 +318,7 @@ fn copy_pointers(k: &Kernel, staged: &HashSet<ValueId>) -> HashSet<ValueId> {
         }
         if let OpKind::For { .. } = op.kind {
             let body = &op.regions[0];
-            if let Some(y) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) {
+            if let Some(y) = body.yield_op() {
                 for (j, arg) in body.args[1..].iter().enumerate() {
                     carried.push((op.operands[3 + j], *arg, y.operands[j], op.results[j]));
                 }
@@ -824,7 +824,7 @@ impl<'a> CostWalk<'a> {
                 // the programs that do the work, which a trip count must follow as BK does).
                 if matches!(op.kind, OpKind::If) && op.regions.len() == 2 {
                     fn yields(r: &Region) -> Option<&Op> {
-                        r.ops.last().filter(|y| matches!(y.kind, OpKind::Yield))
+                        r.yield_op()
                     }
                     if let (Some(a), Some(b)) = (yields(&op.regions[0]), yields(&op.regions[1])) {
                         for (i, &res) in op.results.iter().enumerate() {
@@ -863,7 +863,7 @@ fn program_axes(k: &Kernel) -> HashMap<ValueId, u8> {
                     let body = &op.regions[0];
                     let index = of(dep, &[op.operands[0], op.operands[2]]);
                     set(dep, body.args[0], index, changed);
-                    let yields = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield));
+                    let yields = body.yield_op();
                     for (j, arg) in body.args[1..].iter().enumerate() {
                         let mut m = of(dep, &[op.operands[3 + j]]);
                         if let Some(y) = yields {
@@ -878,7 +878,7 @@ fn program_axes(k: &Kernel) -> HashMap<ValueId, u8> {
                     let mut m = of(dep, &op.operands);
                     for b in &op.regions {
                         region(b, dep, changed);
-                        if let Some(y) = b.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) {
+                        if let Some(y) = b.yield_op() {
                             m |= of(dep, &y.operands);
                         }
                     }
