@@ -57,6 +57,10 @@ pub enum JitError {
     Grid { kernel: String, message: String },
     #[error("kernel `{kernel}`: ptxas: {message}")]
     Ptxas { kernel: String, message: String },
+    /// [`crate::JitKernel::prepare_range`] was given a parameter or values it cannot walk, or
+    /// one value's launch would fail (the message names the value and why).
+    #[error("kernel `{kernel}`: prepare_range: {message}")]
+    PrepareRange { kernel: String, message: String },
     #[error("the GPU has compute capability {major}.{minor}; tile kernels need 8.0 or newer")]
     UnsupportedGpu { major: i32, minor: i32 },
     #[error(

@@ -618,6 +618,20 @@ impl From<[u32; 3]> for Grid {
     }
 }
 
+/// The most values one [`JitKernel::prepare_range`] call walks.
+pub const MAX_PREPARED_VALUES: u64 = 1 << 20;
+
+/// The values an integer dtype holds.
+fn int_range(d: tile_lang::ir::DType) -> (i64, i64) {
+    let bits = d.bits().min(64);
+    match (d.is_signed(), bits) {
+        (true, 64) => (i64::MIN, i64::MAX),
+        (true, b) => (-(1i64 << (b - 1)), (1i64 << (b - 1)) - 1),
+        (false, 64) => (0, i64::MAX),
+        (false, b) => (0, (1i64 << b) - 1),
+    }
+}
+
 impl JitKernel {
     pub fn name(&self) -> &str {
         &self.inner.plan.kernel.name
@@ -694,6 +708,89 @@ impl JitKernel {
     pub fn prepare(&self, args: &[Arg<'_>]) -> Result<LoadedKernel, JitError> {
         self.check(args)?;
         self.resolve(args, None).map(|s| LoadedKernel(s.loaded.clone()))
+    }
+
+    /// Prepares ([`JitKernel::prepare`]) every specialisation that launches with `args` select
+    /// while the integer parameter `param` takes each value of `values`, the other arguments as
+    /// given: a decode loop whose token count advances compiles all its variants before its
+    /// first step instead of in the middle of generation. The variants are what the value
+    /// decides: its specialisation facts (equal to 1, a multiple of 16 or of 8, neither) unless
+    /// `#[no_specialize]` names the parameter, and for a kernel with `#[grid(..)]` the plan of
+    /// each power-of-two bucket. Returns how many distinct kernels the range needs (each
+    /// compiled once, or found in the caches). A value the parameter's dtype cannot hold, that
+    /// breaks a `#[requires(..)]` clause or that the buffers given are too short for is an error
+    /// naming it; at most [`MAX_PREPARED_VALUES`] values.
+    ///
+    /// ```no_run
+    /// # use tile_jit::{Arg, DeviceTensor, JitError, JitKernel};
+    /// # fn demo(k: &JitKernel, q: &DeviceTensor<f32>) -> Result<(), JitError> {
+    /// // Every token count from 1 to 4096: compiled now, none during the decode loop.
+    /// let variants = k.prepare_range(&[Arg::buf(q), Arg::i32(1)], "seq_len", 1..=4096)?;
+    /// # let _ = variants;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn prepare_range(
+        &self,
+        args: &[Arg<'_>],
+        param: &str,
+        values: std::ops::RangeInclusive<i64>,
+    ) -> Result<usize, JitError> {
+        self.check(args)?;
+        let bad = |message: String| JitError::PrepareRange {
+            kernel: self.name().to_string(),
+            message,
+        };
+        let params = self.params();
+        let names = || {
+            params
+                .iter()
+                .filter(|p| matches!(p.elem, tile_lang::ir::Elem::Scalar(d) if d.is_int()))
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (index, dtype) = params
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| match p.elem {
+                tile_lang::ir::Elem::Scalar(d) if p.name == param && d.is_int() => Some((i, d)),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                bad(format!(
+                    "no integer parameter `{param}`; its integer parameters are: {}",
+                    names()
+                ))
+            })?;
+        let count = (*values.end() as i128 - *values.start() as i128 + 1).max(0);
+        if count > MAX_PREPARED_VALUES as i128 {
+            return Err(bad(format!(
+                "{}..={} is {count} values; prepare at most {MAX_PREPARED_VALUES} at once (split the range, or prepare the values used)",
+                values.start(),
+                values.end()
+            )));
+        }
+        let (lo, hi) = int_range(dtype);
+        if *values.start() < lo || *values.end() > hi {
+            return Err(bad(format!(
+                "`{param}: {dtype}` holds {lo}..={hi}; the range {}..={} does not fit",
+                values.start(),
+                values.end()
+            )));
+        }
+        let mut args = args.to_vec();
+        let mut seen = std::collections::HashSet::new();
+        for v in values {
+            args[index] = Arg::scalar_bits(dtype, v as u64);
+            let spec = self
+                .check(&args)
+                .map_err(JitError::from)
+                .and_then(|()| self.resolve(&args, None))
+                .map_err(|e| bad(format!("with `{param}` = {v}: {e}")))?;
+            seen.insert(Arc::as_ptr(&spec.loaded));
+        }
+        Ok(seen.len())
     }
 
     /// Launches on `grid` programs and waits for the kernel to finish.

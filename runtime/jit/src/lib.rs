@@ -90,6 +90,7 @@ pub use compile::{JitError, Origin, SnapshotOptions, Source, jit_ptx, jit_snapsh
 pub use graph::{GraphCapture, JitGraph, NodeId};
 pub use jit::{
     CompileEvent, CompileHook, Grid, Jit, JitKernel, JitOptions, JitStats, KernelOptions, LaunchPlan, LoadedKernel,
+    MAX_PREPARED_VALUES,
 };
 pub use tensor::{DeviceMemory, DeviceTensor, Element, GrowableTensor, PinnedTensor};
 pub use tile_runtime::{

@@ -637,6 +637,56 @@ fn a_parameter_kept_out_of_specialisation_never_compiles_again() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn a_prepared_range_compiles_nothing_while_the_decode_loop_runs() {
+    // A kernel planned per launch bucket (`#[grid]`) and specialised on `n`: n = 1..=100 needs
+    // the buckets 1, 2, 4, .., 128 crossed with n's facts (equal to 1, a multiple of 16 or 8,
+    // neither).
+    const SRC: &str = "#[grid(cdiv(n, BLOCK))]\n\
+        kernel scale<const BLOCK: i32 in [64, 128, 256]>(x: *f32, out: *mut f32, n: i32) {\n\
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);\n\
+        store(out + offs, load(x + offs, offs < n) * 2.0, offs < n);\n}\n";
+    let g = gpu();
+    let cache = TempDir::new("prepare-range");
+    let jit = Jit::new(&g, Source::Static(SRC), opts(&cache)).unwrap();
+    let k = jit.kernel("scale", &[]).unwrap();
+    let xh: Vec<f32> = (0..100).map(|i| i as f32 - 7.0).collect();
+    let x = DeviceTensor::upload(&g, &xh).unwrap();
+    let mut out = DeviceTensor::<f32>::zeros(&g, 100).unwrap();
+    let variants = k
+        .prepare_range(&[Arg::buf(&x), Arg::buf_mut(&mut out), Arg::i32(1)], "n", 1..=100)
+        .unwrap();
+    let compiled = jit.stats().compiled;
+    assert!(
+        variants > 1 && compiled as usize >= variants,
+        "{variants} variants, {:?}",
+        jit.stats()
+    );
+    for n in 1..=100usize {
+        k.launch_planned(&[Arg::buf(&x), Arg::buf_mut(&mut out), Arg::i32(n as i32)])
+            .unwrap();
+        let got = out.download().unwrap();
+        assert_eq!(
+            &got[..n],
+            &xh[..n].iter().map(|v| v * 2.0).collect::<Vec<_>>()[..],
+            "n = {n}"
+        );
+    }
+    assert_eq!(jit.stats().compiled, compiled, "a launch compiled after the warm-up");
+    // Mistakes name themselves.
+    let args = [Arg::buf(&x), Arg::buf_mut(&mut out), Arg::i32(1)];
+    let e = k.prepare_range(&args, "m", 1..=2).unwrap_err().to_string();
+    assert!(e.contains("no integer parameter `m`") && e.contains("n"), "{e}");
+    let e = k.prepare_range(&args, "n", 0..=(1 << 40)).unwrap_err().to_string();
+    assert!(e.contains("at most 1048576"), "{e}");
+    let e = k
+        .prepare_range(&args, "n", (1 << 31)..=(1 << 31) + 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`n: i32` holds"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn nothing_leaks_when_errors_happen_midway() {
     let g = gpu();
     let cache = TempDir::new("leaks");
