@@ -124,8 +124,21 @@ impl CodegenError {
 /// would spill long before.
 pub const MAX_ELEMS_PER_THREAD: usize = 1024;
 
-/// Compiles a kernel to PTX.
+/// Compiles a kernel to PTX (its GPU stage made here; [`compile_stage`] takes one made before).
 pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, CodegenError> {
+    let stage = tile_gir::GpuStage::new(
+        kernel,
+        opts.num_warps,
+        opts.num_stages,
+        &opts.target,
+        &opts.specialization,
+    );
+    compile_stage(&stage, opts)
+}
+
+/// Compiles the kernel of a GPU stage made for `opts` (its warps, stages, target and facts) to
+/// PTX, lowering by the stage's plan.
+pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Result<Compiled, CodegenError> {
     let max_warps = opts.target.max_threads_per_block / opts.target.warp_size;
     if !opts.num_warps.is_power_of_two() || opts.num_warps > max_warps {
         return Err(CodegenError::BadWarps {
@@ -136,12 +149,11 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
     if !(1..=8).contains(&opts.num_stages) {
         return Err(CodegenError::BadStages { got: opts.num_stages });
     }
-    // The facts compiled with: none for parameters kept out of specialisation.
-    let specialization = ArgSpec::for_kernel(kernel, &opts.specialization);
-    // Block loads the TMA engine copies stay; every other block access becomes pointer
-    // arithmetic here.
-    let prepared = tile_gir::tma::prepare(kernel, opts.num_warps, opts.num_stages, &opts.target, &specialization);
-    let kernel = &*prepared.kernel;
+    // The facts compiled with: none for parameters kept out of specialisation (the stage was
+    // planned with the same).
+    let specialization = ArgSpec::for_kernel(stage.kernel(), &opts.specialization);
+    let prepared = &stage.prepared;
+    let kernel = stage.kernel();
     LlvmTarget::initialize_nvptx(&InitializationConfig::default());
     let ctx = Context::create();
     let module = ctx.create_module(&kernel.name);
@@ -153,10 +165,9 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         &module,
         kernel,
         threads,
-        opts.num_stages,
         &opts.target,
         &specialization,
-        &prepared,
+        stage,
         opts.debug,
     )?;
     // The dynamic window and a cluster kernel's static exchange array share the limit.

@@ -27,9 +27,9 @@ use tile_lang::{check, syntax};
 
 pub use tile_codegen::ptxas::Resources;
 pub use tile_codegen::{ArgSpec, CodegenError, CompileOptions, Compiled, TARGETS, Target, target};
-pub use tile_gir::Refusal;
 pub use tile_gir::assign::GpuPlan;
 pub use tile_gir::tma;
+pub use tile_gir::{GpuStage, Refusal};
 pub use tile_opt::config::{Choice, Config, ConfigError, LaunchProblem, Pins, TargetDesc, Verdict};
 pub use tile_opt::egraph::{OptError, OptOptions, Report};
 
@@ -190,6 +190,9 @@ pub struct Compilation {
     pub ir: Kernel,
     /// The rewritten IR and what the rewriter did, when the request asked for it.
     pub rewritten: Option<(Kernel, Report)>,
+    /// The GPU stage the back half lowered by (block accesses decided, the plan), when the
+    /// pipeline ran that far.
+    pub stage: Option<GpuStage>,
     /// PTX and what follows, when the pipeline ran that far.
     pub lowered: Option<Lowered>,
     pub timings: Timings,
@@ -270,6 +273,7 @@ pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation,
         config_note,
         ir,
         rewritten: None,
+        stage: None,
         lowered: None,
         timings,
         refused: Vec::new(),
@@ -292,23 +296,30 @@ pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation,
         specialization: req.specialization.clone(),
         debug: false,
     };
-    c.refused = asked_but_refused(c.kernel(), &options);
+    let started = Instant::now();
+    let stage = gpu_stage(c.kernel(), &options);
+    let stage_time = started.elapsed();
+    c.refused = asked_but_refused(&stage);
     let ptxas = if until >= Stage::Cubin {
         req.ptxas.as_deref()
     } else {
         None
     };
-    let lowered = lower(c.kernel(), &options, ptxas)?;
-    c.timings.codegen = Some(lowered.codegen_time);
+    let lowered = lower_stage(&stage, &options, ptxas)?;
+    // The stage is the back half's first step: its time is codegen's.
+    c.timings.codegen = Some(stage_time + lowered.codegen_time);
     c.timings.ptxas = lowered.ptxas_time;
     c.lowered = Some(lowered);
+    c.stage = Some(stage);
     Ok(c)
 }
 
-/// The kernel the lowering sees under `options`: block loads the TMA engine copies kept (with
-/// their tensor maps), every other block access expanded into pointer arithmetic.
-pub fn prepare_blocks<'k>(kernel: &'k Kernel, options: &CompileOptions) -> tile_gir::tma::Prepared<'k> {
-    tile_gir::tma::prepare(
+/// The GPU stage of `kernel` under `options` (its warps, stages, target and facts): block loads
+/// the TMA engine copies kept with their tensor maps, every other block access expanded, and the
+/// plan of that kernel. Made once per compile; [`lower_stage`] lowers by it and `--emit gir`
+/// prints it.
+pub fn gpu_stage(kernel: &Kernel, options: &CompileOptions) -> GpuStage {
+    GpuStage::new(
         kernel,
         options.num_warps,
         options.num_stages,
@@ -317,10 +328,16 @@ pub fn prepare_blocks<'k>(kernel: &'k Kernel, options: &CompileOptions) -> tile_
     )
 }
 
-/// The back half: a checked (or rewritten) kernel to PTX, and to a cubin when `ptxas` is given.
+/// The back half: a checked (or rewritten) kernel to PTX, and to a cubin when `ptxas` is given
+/// (its GPU stage made here).
 pub fn lower(kernel: &Kernel, options: &CompileOptions, ptxas: Option<&Path>) -> Result<Lowered, DriverError> {
+    lower_stage(&gpu_stage(kernel, options), options, ptxas)
+}
+
+/// The back half from a GPU stage made for `options` ([`gpu_stage`]).
+pub fn lower_stage(stage: &GpuStage, options: &CompileOptions, ptxas: Option<&Path>) -> Result<Lowered, DriverError> {
     let started = Instant::now();
-    let compiled = tile_codegen::compile(kernel, options)?;
+    let compiled = tile_codegen::compile_stage(stage, options)?;
     let codegen_time = started.elapsed();
     let (cubin, ptxas_time) = match ptxas {
         Some(p) => {
@@ -339,25 +356,10 @@ pub fn lower(kernel: &Kernel, options: &CompileOptions, ptxas: Option<&Path>) ->
     })
 }
 
-/// The fast paths `kernel`'s source asks for (a loop's `#[warp_specialize]`) that its plan
-/// under `options` refuses; empty (and nothing planned) when it asks for none.
-pub fn asked_but_refused(kernel: &Kernel, options: &CompileOptions) -> Vec<tile_gir::Refusal> {
-    let mut asks = false;
-    kernel.walk(&mut |op| {
-        asks |= matches!(
-            op.kind,
-            tile_lang::ir::OpKind::For {
-                warp_specialize: Some(true),
-                ..
-            }
-        )
-    });
-    if !asks {
-        return Vec::new();
-    }
-    let p = prepare_blocks(kernel, options);
-    let plan = GpuPlan::new(&p.kernel, options.num_warps, options.num_stages, &options.target);
-    plan.refusals.into_iter().filter(|r| r.asked).collect()
+/// The fast paths the source asks for (a loop's `#[warp_specialize]`) that `stage`'s plan
+/// refuses.
+pub fn asked_but_refused(stage: &GpuStage) -> Vec<tile_gir::Refusal> {
+    stage.plan.refusals.iter().filter(|r| r.asked).cloned().collect()
 }
 
 /// ptxas: `TILE_PTXAS`, the project's `.tools/`, else `PATH`.

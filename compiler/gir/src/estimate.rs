@@ -50,13 +50,8 @@ fn tile_bytes(t: &Type) -> u32 {
     t.numel() as u32 * smem_size(t.elem)
 }
 
-/// The dynamic shared memory `compile` reports for `k` in blocks of `threads` threads with
-/// loops pipelined `stages` deep: the pipeline region, then the largest scratch any op needs.
-pub fn smem_bytes(k: &Kernel, threads: u32, stages: u32, target: &crate::Target) -> u32 {
-    smem_bytes_in(k, &GpuPlan::new(k, threads / 32, stages, target))
-}
-
-/// [`smem_bytes`] for a plan already made (its warps and stages).
+/// The dynamic shared memory the lowering of `k` by `plan` needs: the pipeline region, then the
+/// largest scratch any op needs.
 pub fn smem_bytes_in(k: &Kernel, plan: &GpuPlan) -> u32 {
     let (inside, outside) = scratch_needs(k, plan);
     let at = |inside_loop: bool, need: u32| {

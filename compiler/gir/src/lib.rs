@@ -35,6 +35,54 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// The GPU stage of one compile, made once per (kernel, warps, stages, target, facts): the
+/// kernel with its block accesses decided ([`tma::prepare`]: tensor maps kept, the rest expanded
+/// into pointer arithmetic) and the plan ([`assign::GpuPlan`]) made for that kernel. Codegen
+/// lowers by it, `--emit gir` and `explain` print it, the model estimates from it; nothing
+/// rebuilds it.
+#[derive(Clone, Debug)]
+pub struct GpuStage {
+    pub prepared: tma::Prepared<'static>,
+    pub plan: assign::GpuPlan,
+}
+
+impl GpuStage {
+    /// The stage for `k` compiled with `warps`, `stages` on `target` for launches with facts
+    /// `spec` (those of parameters `#[no_specialize]` names dropped here, for every reader).
+    pub fn new(k: &tile_lang::ir::Kernel, warps: u32, stages: u32, target: &Target, spec: &[ArgSpec]) -> GpuStage {
+        let spec = ArgSpec::for_kernel(k, spec);
+        let tma::Prepared {
+            kernel,
+            maps,
+            map_of,
+            entry_of,
+            refusals,
+        } = tma::prepare(k, warps, stages, target, &spec);
+        let kernel = std::borrow::Cow::Owned(kernel.into_owned());
+        let plan = assign::GpuPlan::new(&kernel, warps, stages, target);
+        GpuStage {
+            prepared: tma::Prepared {
+                kernel,
+                maps,
+                map_of,
+                entry_of,
+                refusals,
+            },
+            plan,
+        }
+    }
+
+    /// The kernel the lowering sees.
+    pub fn kernel(&self) -> &tile_lang::ir::Kernel {
+        &self.prepared.kernel
+    }
+
+    /// Every fast path not taken: the TMA choices', then the plan's.
+    pub fn refusals(&self) -> impl Iterator<Item = &Refusal> {
+        self.prepared.refusals.iter().chain(&self.plan.refusals)
+    }
+}
+
 /// A target name that is not one of [`TARGETS`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("unknown target `{name}`; known targets: {known}")]

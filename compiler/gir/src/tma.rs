@@ -199,6 +199,7 @@ impl TmaBoxes {
 
 /// A kernel ready for the lowering: its remaining block loads and stores each go through one of
 /// `maps`.
+#[derive(Clone, Debug)]
 pub struct Prepared<'k> {
     pub kernel: Cow<'k, Kernel>,
     pub maps: Vec<TensorMap>,

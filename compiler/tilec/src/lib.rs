@@ -731,15 +731,19 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
         if emit.contains(&Stage::Config) {
             write_config(out, &c, &target)?;
         }
-        // What the source asked for and did not get: a warning at the loop.
-        let options_now = tile_driver::CompileOptions {
+        // The GPU stage, made once: its refusals, `--emit gir` and the back half read it.
+        let options = tile_driver::CompileOptions {
             target: target.clone(),
             num_warps: c.config.num_warps,
             num_stages: c.config.num_stages,
-            specialization: facts.clone(),
+            specialization: facts,
             debug: a.debug,
         };
-        for r in tile_driver::asked_but_refused(c.kernel(), &options_now) {
+        let started = std::time::Instant::now();
+        let stage = tile_driver::gpu_stage(c.kernel(), &options);
+        let stage_time = started.elapsed();
+        // What the source asked for and did not get: a warning at the loop.
+        for r in tile_driver::asked_but_refused(&stage) {
             writeln!(err, "warning: {}: `{name}`: {r}", src.name)?;
         }
         if emit.contains(&Stage::Ir) {
@@ -755,20 +759,12 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
                 k.name, report.time, report.ops_before, report.ops_after, report.applied
             )?;
         }
-        let options = tile_driver::CompileOptions {
-            target: target.clone(),
-            num_warps: c.config.num_warps,
-            num_stages: c.config.num_stages,
-            specialization: facts,
-            debug: a.debug,
-        };
         if emit.contains(&Stage::Gir) {
             // The plan the lowering follows: after the choice of TMA block loads.
-            let p = tile_driver::prepare_blocks(c.kernel(), &options);
-            let plan = tile_driver::GpuPlan::new(&p.kernel, c.config.num_warps, c.config.num_stages, &target);
+            let (p, plan) = (&stage.prepared, &stage.plan);
             write!(out, "{}", plan.render(&p.kernel))?;
             // Fast paths not taken, and the rule that refused each.
-            for r in p.refusals.iter().chain(&plan.refusals) {
+            for r in stage.refusals() {
                 writeln!(out, "  note: {r}")?;
             }
             // What goes through each map: block loads by result, block stores by stored tile.
@@ -796,11 +792,13 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
         // The back half, when a later stage is asked for.
         if until >= Until::Ptx {
             let ptxas = if until == Until::Cubin { ptxas.as_deref() } else { None };
-            match tile_driver::lower(c.kernel(), &options, ptxas) {
+            match tile_driver::lower_stage(&stage, &options, ptxas) {
                 Ok(l) => {
-                    c.timings.codegen = Some(l.codegen_time);
+                    // The stage is the back half's first step: its time is codegen's.
+                    c.timings.codegen = Some(stage_time + l.codegen_time);
                     c.timings.ptxas = l.ptxas_time;
                     c.lowered = Some(l);
+                    c.stage = Some(stage);
                 }
                 Err(e) => {
                     report_error(err, &src, &name, &e)?;

@@ -51,7 +51,8 @@ const GLOBAL: u16 = 1;
 const SHARED: u16 = 3;
 const PTX_KERNEL: u32 = 71;
 
-/// Lowers `k` into `module` as a kernel whose tiles spread over `threads` threads; returns the
+/// Lowers `k` (the stage's kernel) into `module` by the stage's plan, as a kernel whose tiles
+/// spread over `threads` threads; returns the
 /// dynamic shared memory it needs and the threads of its blocks (more than `threads` when a
 /// producer warpgroup issues a loop's copies).
 pub(crate) fn lower<'c>(
@@ -59,16 +60,16 @@ pub(crate) fn lower<'c>(
     module: &Module<'c>,
     k: &Kernel,
     threads: u32,
-    stages: u32,
     target: &tile_gir::Target,
     spec: &[crate::ArgSpec],
-    prepared: &tile_gir::tma::Prepared<'_>,
+    stage: &tile_gir::GpuStage,
     debug: bool,
 ) -> R<(u32, u32)> {
     let b = ctx.create_builder();
     let info = crate::axis::analyze(k, spec);
     let max_vec = crate::estimate::max_vec(k);
-    let plan = GpuPlan::new(k, threads / 32, stages, target);
+    let prepared = &stage.prepared;
+    let plan = stage.plan.clone();
     too_large(k, &plan, threads)?;
     let mut l = Lowering {
         info,

@@ -557,10 +557,8 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
             })
             .collect(),
     };
-    let specialization = tile_gir::ArgSpec::for_kernel(k, &specialization);
-    let prepared = tile_gir::tma::prepare(k, num_warps, num_stages, &t.target, &specialization);
-    let k = &*prepared.kernel;
-    let plan = tile_gir::assign::GpuPlan::new(k, num_warps, num_stages, &t.target);
+    let stage = tile_gir::GpuStage::new(k, num_warps, num_stages, &t.target, &specialization);
+    let (k, plan) = (stage.kernel(), &stage.plan);
     let regs = registers(k, &plan);
     // The dynamic window and, for a cluster kernel, its static exchange array.
     let smem =
@@ -658,7 +656,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
             .max()
             .unwrap_or(0),
         int_args: launch.scalars.clone(),
-        refusals: prepared.refusals.iter().chain(&plan.refusals).cloned().collect(),
+        refusals: stage.refusals().cloned().collect(),
     }
 }
 
