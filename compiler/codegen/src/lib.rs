@@ -83,7 +83,10 @@ pub enum CodegenError {
     UnknownTarget(#[from] UnknownTarget),
     #[error("num_warps must be a power of two from 1 to {max}; got {got}")]
     BadWarps { got: u32, max: u32 },
-    #[error("num_stages must be from 1 to 8 (1: no pipelining); got {got}")]
+    #[error(
+        "num_stages must be from 1 to {} (1: no pipelining); got {got}",
+        tile_lang::ir::MAX_STAGES
+    )]
     BadStages { got: u32 },
     #[error(
         "a tile of {shape} puts {per_thread} elements in each of {threads} threads{at}; the limit is {MAX_ELEMS_PER_THREAD}: use more warps (up to 32) or smaller tiles"
@@ -146,7 +149,7 @@ pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Resul
             max: max_warps,
         });
     }
-    if !(1..=8).contains(&opts.num_stages) {
+    if !(1..=tile_lang::ir::MAX_STAGES).contains(&opts.num_stages) {
         return Err(CodegenError::BadStages { got: opts.num_stages });
     }
     // The facts compiled with: none for parameters kept out of specialisation (the stage was

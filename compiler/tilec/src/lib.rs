@@ -60,7 +60,7 @@ enum Command {
         #[arg(long)]
         num_warps: Option<u32>,
         /// Pin pipeline stages (1 to 8, as `#[stages(..)]`; 1: no pipelining).
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=tile_lang::ir::MAX_STAGES as i64))]
         num_stages: Option<u32>,
         /// Where unpinned compile-time values, warps and stages come from: the static model
         /// (`tilec explain`; the JIT's default too) or each one's first candidate.
@@ -196,7 +196,7 @@ enum Command {
         #[arg(long)]
         num_warps: Option<u32>,
         /// Pin pipeline stages (1 to 8, as `#[stages(..)]`; 1: no pipelining).
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=tile_lang::ir::MAX_STAGES as i64))]
         num_stages: Option<u32>,
         /// Plan for the `bench(..)` case whose label (as `tilec bench` and `tilec tune` print it,
         /// e.g. `M=1 K=4096 N=4096`) contains this text, with the values its run spec computes,

@@ -473,7 +473,10 @@ impl<'a> Cx<'a> {
                 // Checked by `launch::check_forms`; evaluated for each launch / read by the JIT.
                 "requires" | "no_specialize" => {}
                 "warps" => warps = self.attr_ints(a, |n| n.is_power_of_two() && n <= 32, "powers of two up to 32"),
-                "stages" => stages = self.attr_ints(a, |n| (1..=8).contains(&n), "between 1 and 8"),
+                "stages" => {
+                    let valid = format!("between 1 and {}", crate::ir::MAX_STAGES);
+                    stages = self.attr_ints(a, |n| (1..=crate::ir::MAX_STAGES).contains(&n), &valid)
+                }
                 "grid" => self.grid_attr(def, a),
                 "cluster" => {
                     let sizes = self.attr_ints(

@@ -278,8 +278,11 @@ impl Cx<'_> {
                     bad_attr = true;
                 }
                 "stages" if a.args.len() == 1 => {
-                    let read = |cx: &Self, v: &Val| cx.const_int(v).filter(|n| (1..=8).contains(n)).map(|n| n as u32);
-                    stages = self.loop_attr_value(a, read, "a constant between 1 and 8", "not a valid stage count")?;
+                    let max = crate::ir::MAX_STAGES as i64;
+                    let read =
+                        move |cx: &Self, v: &Val| cx.const_int(v).filter(|n| (1..=max).contains(n)).map(|n| n as u32);
+                    let valid = format!("a constant between 1 and {max}");
+                    stages = self.loop_attr_value(a, read, &valid, "not a valid stage count")?;
                     bad_attr |= stages.is_none();
                 }
                 "stages" => {

@@ -33,6 +33,10 @@ pub struct Loc {
     pub col: u32,
 }
 
+/// The deepest software pipeline a kernel or loop may ask for (`#[stages(..)]`, `--num-stages`):
+/// stages run from 1 (no pipelining) to this.
+pub const MAX_STAGES: u32 = 8;
+
 /// A kernel specialised for one binding of its compile-time parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
