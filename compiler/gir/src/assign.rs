@@ -32,6 +32,9 @@ use crate::pipeline::LoopPipeline;
 /// The GPU stage's decisions for a kernel.
 #[derive(Clone, Debug, Default)]
 pub struct GpuPlan {
+    /// Warps of the block's compute threads (a producer warpgroup comes on top).
+    pub warps: u32,
+    /// Their threads: `warps` times the target's warp size.
     pub threads: u32,
     pub max_vec: usize,
     /// Tiles whose layout is not the blocked one.
@@ -97,7 +100,8 @@ impl GpuPlan {
     /// deep (unless a loop's `#[stages(..)]` says otherwise).
     pub fn new(k: &Kernel, warps: u32, stages: u32, target: &Target) -> GpuPlan {
         let mut p = GpuPlan {
-            threads: warps * 32,
+            warps,
+            threads: warps * target.warp_size,
             max_vec: crate::estimate::max_vec(k),
             ..GpuPlan::default()
         };
@@ -633,7 +637,7 @@ impl GpuPlan {
     /// The plan as text: each dot's decision, then every value not in the blocked layout.
     pub fn render(&self, k: &Kernel) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "gir {} ({} warps)", k.name, self.threads / 32);
+        let _ = writeln!(s, "gir {} ({} warps)", k.name, self.warps);
         if let Some(l) = &self.rows {
             let shape: Vec<String> = l.shape.iter().map(|d| d.to_string()).collect();
             let _ = writeln!(

@@ -191,7 +191,7 @@ pub fn reduction_partials(k: &Kernel, plan: &GpuPlan, op: &Op) -> u32 {
             plan.threads * red.out.regs() as u32 * bytes
         };
     }
-    let warps = plan.threads / 32;
+    let warps = plan.warps;
     if block_reduction(k, plan, op) && warps > 1 {
         warps * 8 * k.ty(op.results[0]).numel() as u32
     } else {

@@ -905,7 +905,7 @@ fn producer(
     });
     // One block per SM: the consumers take the registers the producer leaves, at most 240 each
     // (setmaxnreg counts in 8s).
-    let consumers = warps * 32;
+    let consumers = warps * target.warp_size;
     let regs = (warps == 8).then(|| {
         let each = ((target.regs_per_sm - PRODUCER_THREADS * PRODUCER_REGS) / consumers).min(240) / 8 * 8;
         (PRODUCER_REGS, each)

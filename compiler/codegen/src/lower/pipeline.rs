@@ -373,7 +373,7 @@ impl<'c> Lowering<'c, '_> {
     /// barriers before they are set up.
     fn init_barriers(&mut self, pl: &LoopPipeline) -> R<()> {
         let zero = llvm(self.b.build_int_compare(IntPredicate::EQ, self.tid(), self.i32c(0), ""))?;
-        let warps = self.threads / 32 * self.releasers(pl);
+        let warps = self.threads / self.target.warp_size * self.releasers(pl);
         let ring = pl.ring();
         self.when(zero, |l| {
             for st in 0..pl.stages {

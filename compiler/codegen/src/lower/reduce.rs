@@ -133,7 +133,7 @@ impl<'c> Lowering<'c, '_> {
                     *acc = self.binary(bop, d, *acc, other)?;
                 }
             }
-            let warps = self.threads / 32;
+            let warps = self.threads / self.target.warp_size;
             if warps > 1 {
                 let e = Elem::Scalar(d);
                 let base = self.partials_slot()?;
@@ -457,7 +457,7 @@ impl<'c> Lowering<'c, '_> {
             // as vectors when every warp is along the axis. After the shuffles, lanes that differ
             // only along the axis hold the same values: only the first of them writes, and all
             // read its slots (one address per warp: a broadcast, no bank conflicts).
-            let warps = self.threads / 32;
+            let warps = self.threads / self.target.warp_size;
             let along: u32 = red.lane_masks.iter().fold(0, |a, m| a | m);
             let lane = llvm(self.b.build_and(self.tid(), self.i32c((31 & !along) as u64), ""))?;
             let warp = llvm(self.b.build_right_shift(self.tid(), self.i32c(5), false, ""))?;
