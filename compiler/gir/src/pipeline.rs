@@ -654,7 +654,7 @@ fn plan_loop(
                 OpKind::LoadBlock { rank } => {
                     notes.push(not_staged(
                         l,
-                        format!("operand {operand_name} is a rank-{rank} descriptor load: only 2-D blocks are staged (a block with unit dimensions reshaped into the dot is not)"),
+                        format!("operand {operand_name} is a rank-{rank} descriptor load: only 2-D blocks are staged (a block with unit dimensions reshaped into the dot is not); for one matrix of a batch, describe it in 2-D from a base moved to the entry (`a + bid * stride_ab`), which takes a tensor map over the entries"),
                     ));
                     continue;
                 }
