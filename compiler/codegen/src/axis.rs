@@ -105,12 +105,7 @@ impl Analysis<'_> {
         let (Some(from), Some(to)) = (self.k.ty(op.operands[0]).dtype(), self.k.ty(op.results[0]).dtype()) else {
             return false;
         };
-        from.is_int()
-            && !from.is_bool()
-            && to.is_int()
-            && !to.is_bool()
-            && to.bits() >= from.bits()
-            && (from.is_signed() == to.is_signed() || from.is_unsigned() && to.bits() > from.bits())
+        from.int_widens_to(to)
     }
 
     fn get(&self, v: ValueId) -> AxisInfo {

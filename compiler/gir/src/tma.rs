@@ -635,10 +635,7 @@ fn widens(k: &Kernel, op: &Op) -> bool {
     let (Some(from), Some(to)) = (k.ty(op.operands[0]).dtype(), k.ty(op.results[0]).dtype()) else {
         return false;
     };
-    from.is_int()
-        && to.is_int()
-        && to.bits() >= from.bits()
-        && (from.is_signed() == to.is_signed() || from.is_unsigned() && to.bits() > from.bits())
+    from.int_widens_to(to)
 }
 
 /// `v` as the host knows it: an integer argument or a constant, through widening casts and

@@ -621,17 +621,6 @@ impl From<[u32; 3]> for Grid {
 /// The most values one [`JitKernel::prepare_range`] call walks.
 pub const MAX_PREPARED_VALUES: u64 = 1 << 20;
 
-/// The values an integer dtype holds.
-fn int_range(d: tile_lang::ir::DType) -> (i64, i64) {
-    let bits = d.bits().min(64);
-    match (d.is_signed(), bits) {
-        (true, 64) => (i64::MIN, i64::MAX),
-        (true, b) => (-(1i64 << (b - 1)), (1i64 << (b - 1)) - 1),
-        (false, 64) => (0, i64::MAX),
-        (false, b) => (0, (1i64 << b) - 1),
-    }
-}
-
 impl JitKernel {
     pub fn name(&self) -> &str {
         &self.inner.plan.kernel.name
@@ -771,8 +760,8 @@ impl JitKernel {
                 values.end()
             )));
         }
-        let (lo, hi) = int_range(dtype);
-        if *values.start() < lo || *values.end() > hi {
+        let (lo, hi) = tile_lang::ir::scalar::int_range(dtype);
+        if (*values.start() as i128) < lo || *values.end() as i128 > hi {
             return Err(bad(format!(
                 "`{param}: {dtype}` holds {lo}..={hi}; the range {}..={} does not fit",
                 values.start(),

@@ -109,6 +109,15 @@ impl DType {
         self == DType::Bool
     }
 
+    /// Whether converting an integer of this dtype to the integer dtype `to` keeps every value
+    /// (i32 to i64, u32 to i64, u8 to u16; not i32 to u64, not i64 to i32).
+    pub fn int_widens_to(self, to: DType) -> bool {
+        self.is_int()
+            && to.is_int()
+            && to.bits() >= self.bits()
+            && (self.is_signed() == to.is_signed() || self.is_unsigned() && to.bits() > self.bits())
+    }
+
     /// The unsigned or signed integer type of the same width (for bitcasts).
     pub fn int_of_width(bits: u32, signed: bool) -> Option<DType> {
         use DType::*;
