@@ -48,6 +48,10 @@ pub enum RuntimeError {
     Nccl(String),
     #[error("{0}")]
     Unsupported(String),
+    #[error(
+        "kernel `{name}` runs {split} programs for each program of its grid along axis 0 (its loop is split over a cluster); a grid of {x} along axis 0 would launch more than 2^31 - 1"
+    )]
+    SplitGrid { name: String, split: u32, x: u32 },
 }
 
 fn mib(bytes: usize) -> String {
@@ -109,9 +113,25 @@ pub struct Function {
     pub registers: i32,
     pub local_bytes: i32,
     pub static_shared_bytes: i32,
+    /// Programs launched for each program of the grid along axis 0: more than 1 where the
+    /// compiler split the kernel's loop over a thread-block cluster (`Compiled::split`). The
+    /// launches below multiply the grid's first extent by it.
+    pub split: u32,
 }
 
 impl Function {
+    /// The grid the GPU runs for a launch on `grid`: its first extent times [`Function::split`].
+    pub fn launched_grid(&self, grid: [u32; 3]) -> Result<[u32; 3], RuntimeError> {
+        match grid[0].checked_mul(self.split).filter(|x| *x <= i32::MAX as u32) {
+            Some(x) => Ok([x, grid[1], grid[2]]),
+            None => Err(RuntimeError::SplitGrid {
+                name: self.name.clone(),
+                split: self.split,
+                x: grid[0],
+            }),
+        }
+    }
+
     /// The driver's handle, for code that launches through the driver API itself (benchmarks,
     /// interop). It stays valid while this `Function` lives.
     pub fn cu_function(&self) -> CuFunction {
@@ -191,8 +211,9 @@ impl Gpu {
     }
 
     /// Loads one kernel and records its resource use; raises its dynamic shared-memory limit
-    /// when it needs more than the default 48 KB.
-    pub fn load(&self, image: Image<'_>, name: &str, dynamic_smem: u32) -> Result<Function, RuntimeError> {
+    /// when it needs more than the default 48 KB. `split`: programs the kernel runs for each
+    /// program of a launch's grid along axis 0 (`Compiled::split`; 1 for most kernels).
+    pub fn load(&self, image: Image<'_>, name: &str, dynamic_smem: u32, split: u32) -> Result<Function, RuntimeError> {
         let ptx = match image {
             Image::Ptx(text) => cudarc::nvrtc::Ptx::from_src(text),
             Image::Cubin(bytes) => cudarc::nvrtc::Ptx::from_binary(bytes.to_vec()),
@@ -225,6 +246,7 @@ impl Gpu {
             registers,
             local_bytes,
             static_shared_bytes,
+            split: split.max(1),
         })
     }
 
@@ -267,6 +289,7 @@ impl Gpu {
         dynamic_smem: u32,
         args: &[KernelArg<'_>],
     ) -> Result<(), RuntimeError> {
+        let grid = f.launched_grid(grid)?;
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (block, 1, 1),

@@ -214,6 +214,7 @@ impl Graph {
         dynamic_smem: u32,
         params: &mut [*mut c_void],
     ) -> Result<(), RuntimeError> {
+        let grid = f.launched_grid(grid)?;
         let p = sys::CUDA_KERNEL_NODE_PARAMS {
             func: f.cu_function(),
             gridDimX: grid[0],

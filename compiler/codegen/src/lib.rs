@@ -42,6 +42,9 @@ pub struct CompileOptions {
     pub num_stages: u32,
     /// One entry per kernel parameter (or empty: nothing is assumed).
     pub specialization: Vec<ArgSpec>,
+    /// Programs of a thread-block cluster that share the kernel's loop (`tile_gir::split`; 1:
+    /// no split). The launch runs that many times as many programs along grid axis 0.
+    pub split: u32,
     /// A debug build: every mbarrier wait gives up after [`DEBUG_WAIT_TIMEOUT_NS`] and traps
     /// with a message naming the kernel, block, thread, loop, stage and phase it waited for.
     pub debug: bool,
@@ -58,6 +61,7 @@ impl CompileOptions {
             num_warps: 4,
             num_stages: 1,
             specialization: Vec::new(),
+            split: 1,
             debug: false,
         }
     }
@@ -75,6 +79,10 @@ pub struct Compiled {
     /// Tensor maps the launch passes after the kernel's own parameters, in this order (each a
     /// 128-byte `CUtensorMap` encoded on the host from the arguments).
     pub tensor_maps: Vec<tile_gir::tma::TensorMap>,
+    /// Programs the GPU runs for each program of a launch's grid along axis 0 (the grid's first
+    /// extent is multiplied by it): more than 1 where the kernel's loop is split over a
+    /// thread-block cluster (`tile_gir::split`).
+    pub split: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -133,6 +141,7 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
         kernel,
         opts.num_warps,
         opts.num_stages,
+        opts.split,
         &opts.target,
         &opts.specialization,
     );
@@ -174,7 +183,9 @@ pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Resul
         opts.debug,
     )?;
     // The dynamic window and a cluster kernel's static exchange array share the limit.
-    let need = smem_bytes + tile_gir::cluster::ClusterSlots::of(kernel).map_or(0, |c| c.bytes());
+    let need = smem_bytes
+        + tile_gir::cluster::ClusterSlots::of(kernel).map_or(0, |c| c.bytes())
+        + tile_gir::split::slot_bytes(kernel);
     if need > opts.target.max_smem_per_block {
         return Err(CodegenError::SharedMemory {
             need,
@@ -212,5 +223,6 @@ pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Resul
         threads_per_block: block_threads,
         smem_bytes,
         tensor_maps: prepared.maps.clone(),
+        split: stage.split,
     })
 }

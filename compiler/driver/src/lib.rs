@@ -28,6 +28,7 @@ use tile_lang::{check, syntax};
 pub use tile_codegen::ptxas::Resources;
 pub use tile_codegen::{ArgSpec, CodegenError, CompileOptions, Compiled, TARGETS, Target, target};
 pub use tile_gir::assign::GpuPlan;
+pub use tile_gir::split::{self, MAX_SPLIT};
 pub use tile_gir::tma;
 pub use tile_gir::{GpuStage, Refusal};
 pub use tile_opt::config::{Choice, Config, ConfigError, LaunchProblem, Pins, TargetDesc, Verdict};
@@ -294,6 +295,7 @@ pub fn compile(src: &Source, req: &Request, until: Stage) -> Result<Compilation,
         num_warps: c.config.num_warps,
         num_stages: c.config.num_stages,
         specialization: req.specialization.clone(),
+        split: c.config.split,
         debug: false,
     };
     let started = Instant::now();
@@ -323,6 +325,7 @@ pub fn gpu_stage(kernel: &Kernel, options: &CompileOptions) -> GpuStage {
         kernel,
         options.num_warps,
         options.num_stages,
+        options.split,
         &options.target,
         &options.specialization,
     )
@@ -430,6 +433,7 @@ fn choose_config(src: &Source, req: &Request) -> Result<Chosen, DriverError> {
             consts: k.consts.clone(),
             num_warps: pins.num_warps.unwrap_or_else(|| default_warps(&k)),
             num_stages: pins.num_stages.unwrap_or_else(|| default_stages(&k)),
+            split: pins.split.unwrap_or(1),
         };
         Ok((config, None, None, Some(k)))
     };

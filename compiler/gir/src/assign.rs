@@ -638,6 +638,25 @@ impl GpuPlan {
     pub fn render(&self, k: &Kernel) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "gir {} ({} warps)", k.name, self.warps);
+        let mut sums = Vec::new();
+        k.walk(&mut |op| {
+            if let OpKind::SplitSum = op.kind {
+                sums.push(format!("%{}", op.operands[0].0));
+            }
+        });
+        if let Some(l) = k.body.ops.iter().find(|o| matches!(o.kind, OpKind::For { .. }))
+            && !sums.is_empty()
+        {
+            let _ = writeln!(
+                s,
+                "  split: loop %{} over clusters of {} programs, each 1/{} of its iterations; rank 0 sums {} ({} B of slots) and runs the rest",
+                l.regions[0].args[0].0,
+                k.cluster,
+                k.cluster,
+                sums.join(", "),
+                crate::split::slot_bytes(k)
+            );
+        }
         if let Some(l) = &self.rows {
             let shape: Vec<String> = l.shape.iter().map(|d| d.to_string()).collect();
             let _ = writeln!(
@@ -872,6 +891,8 @@ fn elementwise(k: &OpKind) -> bool {
     k.is_elementwise()
 }
 
+/// Ops whose result keeps its operand's layout element for element: hints, and a split's sum
+/// (each thread adds the other programs' values of its own elements).
 fn passthrough(k: &OpKind) -> bool {
-    matches!(k, OpKind::MultipleOf(_) | OpKind::MaxContiguous(_))
+    matches!(k, OpKind::MultipleOf(_) | OpKind::MaxContiguous(_) | OpKind::SplitSum)
 }

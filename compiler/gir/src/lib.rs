@@ -12,6 +12,7 @@ pub mod layout;
 pub mod linear;
 pub mod mma;
 pub mod pipeline;
+pub mod split;
 pub mod tma;
 
 /// A fast path the plan did not take, and the rule that refused it: `--emit gir` and `tilec
@@ -44,20 +45,56 @@ impl std::fmt::Display for Refusal {
 pub struct GpuStage {
     pub prepared: tma::Prepared<'static>,
     pub plan: assign::GpuPlan,
+    /// Programs run for each program of the grid along axis 0: more than 1 where the kernel's
+    /// loop is split over a cluster of that many ([`split`]); the launch multiplies the grid.
+    pub split: u32,
 }
 
 impl GpuStage {
-    /// The stage for `k` compiled with `warps`, `stages` on `target` for launches with facts
-    /// `spec` (those of parameters `#[no_specialize]` names dropped here, for every reader).
-    pub fn new(k: &tile_lang::ir::Kernel, warps: u32, stages: u32, target: &Target, spec: &[ArgSpec]) -> GpuStage {
+    /// The stage for `k` compiled with `warps`, `stages` and `split` on `target` for launches
+    /// with facts `spec` (those of parameters `#[no_specialize]` names dropped here, for every
+    /// reader). A split the kernel or target cannot take is refused (a refusal, split 1).
+    pub fn new(
+        k: &tile_lang::ir::Kernel,
+        warps: u32,
+        stages: u32,
+        split: u32,
+        target: &Target,
+        spec: &[ArgSpec],
+    ) -> GpuStage {
         let spec = ArgSpec::for_kernel(k, spec);
+        let mut refused = None;
+        let cut = match split {
+            0 | 1 => None,
+            _ if !target.clusters => {
+                refused = Some(format!("{} has no thread-block clusters", target.sm));
+                None
+            }
+            s => split::split(k, s).map_err(|why| refused = Some(why)).ok(),
+        };
+        let split = if cut.is_some() { split } else { 1 };
+        let source = cut.as_ref().unwrap_or(k);
         let tma::Prepared {
             kernel,
             maps,
             map_of,
             entry_of,
-            refusals,
-        } = tma::prepare(k, warps, stages, target, &spec);
+            mut refusals,
+        } = tma::prepare(source, warps, stages, target, &spec);
+        if let Some(why) = refused {
+            let loc = source
+                .body
+                .ops
+                .iter()
+                .find(|o| matches!(o.kind, tile_lang::ir::OpKind::For { .. }))
+                .map_or_else(Default::default, |o| o.loc);
+            refusals.push(Refusal {
+                loc,
+                path: "split",
+                why,
+                asked: false,
+            });
+        }
         let kernel = std::borrow::Cow::Owned(kernel.into_owned());
         let plan = assign::GpuPlan::new(&kernel, warps, stages, target);
         GpuStage {
@@ -69,6 +106,7 @@ impl GpuStage {
                 refusals,
             },
             plan,
+            split,
         }
     }
 

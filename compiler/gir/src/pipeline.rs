@@ -453,7 +453,9 @@ pub fn specialize(
             if !warp_specialize.unwrap_or(one_block) {
                 refusals.push(refuse(
                     ring,
-                    if warp_specialize == Some(false) {
+                    if warp_specialize == Some(false) && crate::split::is_split(k) {
+                        "the loop is split over a cluster (`split`), whose sum every thread of the block reaches".into()
+                    } else if warp_specialize == Some(false) {
                         "`#[warp_specialize(false)]`".into()
                     } else {
                         format!(

@@ -406,6 +406,7 @@ fn configure(
                 consts: k.consts.clone(),
                 num_warps: tile_driver::default_warps(&k),
                 num_stages: tile_driver::default_stages(&k),
+                split: 1,
             })
         }
     }
@@ -443,6 +444,7 @@ fn prepare_case(
         num_warps: config.num_warps,
         num_stages: config.num_stages,
         specialization: tune::plan_specialization(&plan.args),
+        split: config.split,
         debug: false,
     };
     let (compiled, f) = tune::build(&g.gpu, kernel, &copts, g.ptxas.as_deref())?;

@@ -22,6 +22,7 @@ pub(crate) fn cmd_explain(
         consts: super::parse_defines(defines)?,
         num_warps,
         num_stages,
+        split: None,
     };
     let target = tile_driver::target(sm)?;
     let desc = TargetDesc::for_target(&target).ok_or_else(|| {

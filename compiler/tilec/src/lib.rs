@@ -62,6 +62,11 @@ enum Command {
         /// Pin pipeline stages (1 to 8, as `#[stages(..)]`; 1: no pipelining).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=tile_lang::ir::MAX_STAGES as i64))]
         num_stages: Option<u32>,
+        /// Pin the split: the programs of a thread-block cluster that share the kernel's loop
+        /// (2, 4 or 8; 1: none; docs/language.md, "Split loops"). A kernel whose loop cannot be
+        /// split compiles unsplit, with a note saying why.
+        #[arg(long, value_parser = split_arg)]
+        split: Option<u32>,
         /// Where unpinned compile-time values, warps and stages come from: the static model
         /// (`tilec explain`; the JIT's default too) or each one's first candidate.
         #[arg(long, value_enum, default_value = "model")]
@@ -112,6 +117,11 @@ enum Command {
         /// after 10 s with a message naming what it waited for (`tilec compile --debug`).
         #[arg(long)]
         debug: bool,
+        /// On the GPU, split the loop of every kernel that allows it over clusters of this many
+        /// programs (2, 4 or 8; `tilec compile --split`), to check the split against the
+        /// references.
+        #[arg(long, value_parser = split_arg)]
+        split: Option<u32>,
     },
     /// Run one case of a kernel's run spec on the GPU (or with `--interpret` on the interpreter),
     /// with buffer arguments from NumPy `.npy` files instead of their generators, and write every
@@ -283,6 +293,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             sm,
             num_warps,
             num_stages,
+            split,
             config,
             output,
             timings,
@@ -297,6 +308,7 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
                 kernel,
                 sm,
                 pins: (num_warps, num_stages),
+                split,
                 config,
                 launch,
                 rewrite: opt.options(),
@@ -335,10 +347,17 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             max_steps,
             save,
             debug,
+            split,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
             let limits = interp::Limits { max_steps };
-            cmd_verify(&files, (interpret, opt.options(), limits, save), (&sm, debug), out, err)
+            cmd_verify(
+                &files,
+                (interpret, opt.options(), limits, save),
+                (&sm, debug, split),
+                out,
+                err,
+            )
         }),
         Command::Run {
             file,
@@ -573,6 +592,14 @@ fn cmd_check(
 }
 
 /// What `tilec compile` was asked for.
+/// `--split N`: 1 (none), 2, 4 or 8.
+fn split_arg(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
+        _ => Err(format!("`{s}` is not a split; a split is 1 (none), 2, 4 or 8 programs")),
+    }
+}
+
 struct CompileArgs {
     emit: Vec<Stage>,
     defines: Vec<String>,
@@ -580,6 +607,7 @@ struct CompileArgs {
     sm: String,
     /// `--num-warps`, `--num-stages`.
     pins: (Option<u32>, Option<u32>),
+    split: Option<u32>,
     config: ConfigArg,
     launch: LaunchArgs,
     rewrite: Option<tile_opt::egraph::OptOptions>,
@@ -666,6 +694,7 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
         consts: parse_defines(&a.defines)?,
         num_warps: a.pins.0,
         num_stages: a.pins.1,
+        split: a.split,
     };
     let target = tile_driver::target(&a.sm)?;
     let Some(src) = parse_or_report(file, err)? else {
@@ -737,6 +766,7 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             num_warps: c.config.num_warps,
             num_stages: c.config.num_stages,
             specialization: facts,
+            split: c.config.split,
             debug: a.debug,
         };
         let started = std::time::Instant::now();
@@ -977,6 +1007,9 @@ pub struct VerifyOptions<'a> {
     pub save: Option<PathBuf>,
     /// The file's name, for the locations of diagnostics (`None`: `<source>`).
     pub file_name: Option<String>,
+    /// Split the loop of every kernel that allows it over clusters of this many programs
+    /// (`verify --split`), on the GPU and in the interpreter alike.
+    pub split: Option<u32>,
 }
 
 /// Opens GPU 0 for `sm` and says which GPU it is.
@@ -1081,19 +1114,19 @@ fn case_kernel(
     src: &tile_driver::Source,
     s: &RunSpec,
     case: &Case,
-    gpu: Option<&GpuBackend>,
-    rewrite: Option<&tile_opt::egraph::OptOptions>,
+    opts: &VerifyOptions,
 ) -> Result<tile_driver::Compilation, String> {
-    let target = gpu.map_or_else(
+    let target = opts.gpu.map_or_else(
         || tile_driver::target("sm_90a").expect("a known target"),
         |g| g.target.clone(),
     );
     let req = tile_driver::Request {
         pins: tile_driver::Pins {
             consts: case.consts.clone(),
+            split: opts.split,
             ..Default::default()
         },
-        rewrite: rewrite.cloned(),
+        rewrite: opts.rewrite.clone(),
         // Computed compile-time values (`const BLOCK: i32 = next_pow2(n)`) follow the case.
         sizes: spec::case_sizes(s, case),
         ..tile_driver::Request::new(&s.kernel, target)
@@ -1118,7 +1151,7 @@ fn run_case(
     opts: &VerifyOptions,
 ) -> Result<CaseOutcome, String> {
     let render = |d: Vec<Diagnostic>| diag::render(&src.name, &src.text, &d);
-    let compiled = case_kernel(src, s, case, opts.gpu, opts.rewrite.as_ref())?;
+    let compiled = case_kernel(src, s, case, opts)?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed).map_err(|d| render(vec![d]))?;
     // A case the kernel's `#[requires(..)]` refuses is the run spec's mistake: run nothing.
@@ -1131,7 +1164,15 @@ fn run_case(
         None => None,
     };
     let initial = p.buffers.clone();
-    let printed = interp::run_limited(kernel, p.grid, &p.args, &mut p.buffers, &opts.limits)
+    // A split kernel runs as the GPU runs it: `s` programs of a cluster for each of the grid's.
+    let split = opts
+        .split
+        .and_then(|s| tile_driver::split::split(kernel, s).ok().map(|k| (k, s)));
+    let (interpreted, grid) = match &split {
+        Some((k, s)) => (k, [p.grid[0].saturating_mul(*s), p.grid[1], p.grid[2]]),
+        None => (kernel, p.grid),
+    };
+    let printed = interp::run_limited(interpreted, grid, &p.args, &mut p.buffers, &opts.limits)
         .map_err(|e| format!("interpreter: {e}"))?;
     let gpu_out = match opts.gpu {
         Some(g) => Some(run_on_gpu(g, kernel, &compiled.config, &p, initial.clone())?),
@@ -1307,6 +1348,7 @@ fn run_on_gpu(
         num_warps: config.num_warps,
         num_stages: config.num_stages,
         specialization,
+        split: config.split,
         // A kernel that asserts runs as a debug build, so that its assertions are checked on
         // the GPU as the interpreter checks them.
         debug: g.debug || asserts(kernel),
@@ -1437,7 +1479,7 @@ fn cmd_verify(
         interp::Limits,
         Option<PathBuf>,
     ),
-    (sm, debug): (&str, bool),
+    (sm, debug, split): (&str, bool, Option<u32>),
     out: &mut dyn Write,
     err: &mut dyn WriteColor,
 ) -> anyhow::Result<i32> {
@@ -1465,6 +1507,7 @@ fn cmd_verify(
             limits,
             save: save.clone(),
             file_name: Some(src.name.clone()),
+            split,
         };
         // Each case is printed as soon as it is verified (the file's name before its first).
         let (mut cases, mut written) = (0usize, Ok(()));

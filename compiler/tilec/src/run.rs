@@ -83,7 +83,15 @@ pub fn run_file(
         ast,
         parse_time: Default::default(),
     };
-    let compiled = case_kernel(&src, s, case, gpu, None)?;
+    let compiled = case_kernel(
+        &src,
+        s,
+        case,
+        &crate::VerifyOptions {
+            gpu,
+            ..Default::default()
+        },
+    )?;
     let kernel = compiled.kernel();
     let mut p = spec::prepare(s, case, kernel, seed(&s.kernel, index))
         .map_err(|d| tile_lang::diag::render(name, text, &[d]))?;

@@ -56,6 +56,7 @@ pub(crate) fn cmd_tune(a: &TuneArgs, out: &mut dyn Write, err: &mut dyn WriteCol
         consts: super::parse_defines(&a.defines)?,
         num_warps: None,
         num_stages: None,
+        split: None,
     };
     let target = tile_driver::target(&a.sm)?;
     let src = super::read(&a.file)?;

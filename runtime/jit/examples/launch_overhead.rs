@@ -184,11 +184,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (compiled, cubin) = (lowered.compiled, lowered.cubin.map(|(c, _)| c));
     let t = Instant::now();
-    let f_ptx = gpu.load(Image::Ptx(&compiled.ptx), &compiled.name, compiled.smem_bytes)?;
+    let f_ptx = gpu.load(
+        Image::Ptx(&compiled.ptx),
+        &compiled.name,
+        compiled.smem_bytes,
+        compiled.split,
+    )?;
     println!("  PTX → loaded function (driver)    {}", ms(t.elapsed()));
     if let Some(c) = &cubin {
         let t = Instant::now();
-        gpu.load(Image::Cubin(c), &compiled.name, compiled.smem_bytes)?;
+        gpu.load(Image::Cubin(c), &compiled.name, compiled.smem_bytes, compiled.split)?;
         println!("  cubin → loaded function (driver)  {}", ms(t.elapsed()));
     }
 

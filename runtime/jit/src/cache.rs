@@ -22,7 +22,7 @@ use tile_lang::ir::ConstValue;
 /// Bump when the entry layout or the meaning of a key changes, so that old entries are never
 /// read: it is part of every key. Also bump it when codegen changes what it emits without a
 /// version bump, if stale entries could otherwise be served.
-pub const CACHE_FORMAT: u32 = 4;
+pub const CACHE_FORMAT: u32 = 5;
 
 /// The compiler's version: the workspace's (every crate shares it) and a fingerprint of the
 /// front end's and codegen's sources (see `build.rs`), so that a compiler changed without a
@@ -56,6 +56,8 @@ pub struct KeyParts<'a> {
     pub bindings: &'a [(String, ConstValue)],
     pub num_warps: u32,
     pub num_stages: u32,
+    /// Programs of a cluster sharing the kernel's loop (1: no split).
+    pub split: u32,
     pub specialization: &'a [ArgSpec],
     /// `sm_90a`, ...
     pub target_sm: &'a str,
@@ -94,6 +96,7 @@ pub fn base_key(source_digest: &[u8; 32], parts: &KeyParts<'_>) -> [u8; 32] {
     put_str(&mut h, parts.target_sm);
     h.update(parts.num_warps.to_le_bytes());
     h.update(parts.num_stages.to_le_bytes());
+    h.update(parts.split.to_le_bytes());
     // Bindings are a set: the order the caller listed them in does not change the kernel.
     let mut bindings: Vec<&(String, ConstValue)> = parts.bindings.iter().collect();
     bindings.sort_by(|a, b| a.0.cmp(&b.0));
@@ -180,6 +183,8 @@ pub struct CacheEntry {
     pub kernel: String,
     pub threads_per_block: u32,
     pub smem_bytes: u32,
+    /// Programs launched for each program of the grid along axis 0 (`Compiled::split`).
+    pub split: u32,
     /// The specialisation tags, for people reading the cache (`dd-1`).
     pub specialization: String,
     pub target_sm: String,
@@ -450,6 +455,10 @@ impl DiskCache {
             kernel: field("kernel")?.to_string(),
             threads_per_block: u32::try_from(number("threads_per_block")?).map_err(|e| e.to_string())?,
             smem_bytes: u32::try_from(number("smem_bytes")?).map_err(|e| e.to_string())?,
+            split: u32::try_from(number("split")?)
+                .ok()
+                .filter(|s| (1..=tile_driver::MAX_SPLIT).contains(s))
+                .ok_or("split is not a split the compiler makes")?,
             specialization: field("specialization")?.to_string(),
             target_sm: field("target")?.to_string(),
             ptx,
@@ -469,12 +478,13 @@ impl DiskCache {
             source,
         })?;
         let mut meta = format!(
-            "format={CACHE_FORMAT}\nkey={}\nkernel={}\nthreads_per_block={}\nsmem_bytes={}\nspecialization={}\ntarget={}\n\
+            "format={CACHE_FORMAT}\nkey={}\nkernel={}\nthreads_per_block={}\nsmem_bytes={}\nsplit={}\nspecialization={}\ntarget={}\n\
              compiler={COMPILER_VERSION}\nllvm={LLVM_VERSION}\nptx_len={}\nptx_sha256={}\n",
             key.hex(),
             e.kernel,
             e.threads_per_block,
             e.smem_bytes,
+            e.split,
             e.specialization,
             e.target_sm,
             e.ptx.len(),
@@ -610,6 +620,7 @@ pub(crate) mod tests {
             bindings: &bindings,
             num_warps: 4,
             num_stages: 1,
+            split: 1,
             specialization: &SPEC,
             target_sm: "sm_90a",
             compiler_version: COMPILER_VERSION,
@@ -645,7 +656,7 @@ pub(crate) mod tests {
         );
     }
 
-    const PINNED_KEY: &str = "219bc100380e16e2e38506283a639f0d9901cc37a1aeb97dc3504f0e33049ee4";
+    const PINNED_KEY: &str = "20a55ddc7f685f17879f10fb7268e25021d51c34bdf3740e12fbf58385a3f245";
 
     #[test]
     fn key_changes_with_every_part() {
@@ -816,6 +827,7 @@ pub(crate) mod tests {
         CacheEntry {
             kernel: "vector_add".into(),
             threads_per_block: 128,
+            split: 1,
             smem_bytes: 4096,
             specialization: "ddd-".into(),
             target_sm: "sm_90a".into(),

@@ -171,6 +171,8 @@ pub(crate) struct Plan {
     pub extents: Vec<tile_driver::tma::BlockExtent>,
     pub num_warps: u32,
     pub num_stages: u32,
+    /// Programs of a cluster that share the kernel's loop (`tile_driver::Config::split`).
+    pub split: u32,
     pub target: Target,
     pub base_key: [u8; 32],
     /// A debug build (`KernelOptions::debug`).
@@ -220,6 +222,7 @@ pub(crate) fn plan_key(
             // 0 is never a valid warp count or stage count: it stands for "the model's choice".
             num_warps: num_warps.unwrap_or(0),
             num_stages: 0,
+            split: 0,
             specialization: &[],
             target_sm: target.sm,
             compiler_version: cache::COMPILER_VERSION,
@@ -256,6 +259,7 @@ fn plan_with_facts(
         consts: bindings.clone(),
         num_warps,
         num_stages: None,
+        split: None,
     };
     let winner = tuned.and_then(|t| {
         crate::tune::cached_winner(
@@ -364,6 +368,7 @@ pub(crate) fn plan_fixed(
             .collect(),
         num_warps: fixed.num_warps,
         num_stages: fixed.num_stages,
+        split: fixed.split,
     };
     let req = Request {
         config: ConfigSource::Given(config),
@@ -409,6 +414,7 @@ fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Pla
             bindings: &config.consts,
             num_warps: config.num_warps,
             num_stages: config.num_stages,
+            split: config.split,
             specialization: &[],
             target_sm: target.sm,
             compiler_version: cache::COMPILER_VERSION,
@@ -437,6 +443,7 @@ fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Pla
         .fold(0u64, |m, (i, _)| m | 1 << i);
     let num_warps = config.num_warps;
     let num_stages = config.num_stages;
+    let split = config.split;
     let extents = tile_driver::tma::block_extents(&kernel);
     Ok((
         Plan {
@@ -449,6 +456,7 @@ fn make_plan_config(program: &Program, name: &str, req: &Request) -> Result<(Pla
             extents,
             num_warps,
             num_stages,
+            split,
             target: target.clone(),
             base_key,
             debug: false,
@@ -502,6 +510,7 @@ pub(crate) fn build(
         kernel: compiled.name,
         threads_per_block: compiled.threads_per_block,
         smem_bytes: compiled.smem_bytes,
+        split: compiled.split,
         specialization: spec_tags(spec),
         target_sm: plan.target.sm.to_string(),
         ptx: compiled.ptx,
@@ -560,6 +569,7 @@ fn lower_plan(plan: &Plan, spec: &[ArgSpec], ptxas: Option<&Path>) -> Result<til
         num_warps: plan.num_warps,
         num_stages: plan.num_stages,
         specialization: spec.to_vec(),
+        split: plan.split,
         debug: plan.debug,
     };
     let name = &plan.kernel.name;
@@ -1018,6 +1028,7 @@ mod tests {
             consts: block(256),
             num_warps: 2,
             num_stages: 1,
+            split: 1,
         };
         let entry = TuneEntry {
             kernel: "vector_add".into(),
@@ -1191,6 +1202,7 @@ mod tests {
             consts: vec![("R".into(), ConstValue::Int(2))],
             num_warps: warps,
             num_stages: 1,
+            split: 1,
         };
         crate::tune::TuneCache::new(&dir.0)
             .store(

@@ -311,6 +311,7 @@ impl Jit {
                 Arc::new(KernelInner {
                     plan: Arc::new(plan),
                     pins: tile_driver::Pins {
+                        split: None,
                         consts: bindings,
                         num_warps: opts.num_warps,
                         num_stages: None,
@@ -1071,17 +1072,22 @@ impl JitKernel {
         }
         let (func, from_cubin) = match &entry.cubin {
             Some(cubin) if compile::cubin_runs_on(&entry.target_sm, j.compute_capability) => {
-                match j.gpu.load(Image::Cubin(cubin), &entry.kernel, entry.smem_bytes) {
+                match j
+                    .gpu
+                    .load(Image::Cubin(cubin), &entry.kernel, entry.smem_bytes, entry.split)
+                {
                     Ok(f) => (f, true),
                     // A cubin the driver refuses (another ptxas, say) still leaves the PTX.
                     Err(_) => (
-                        j.gpu.load(Image::Ptx(&entry.ptx), &entry.kernel, entry.smem_bytes)?,
+                        j.gpu
+                            .load(Image::Ptx(&entry.ptx), &entry.kernel, entry.smem_bytes, entry.split)?,
                         false,
                     ),
                 }
             }
             _ => (
-                j.gpu.load(Image::Ptx(&entry.ptx), &entry.kernel, entry.smem_bytes)?,
+                j.gpu
+                    .load(Image::Ptx(&entry.ptx), &entry.kernel, entry.smem_bytes, entry.split)?,
                 false,
             ),
         };

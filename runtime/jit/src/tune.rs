@@ -325,6 +325,9 @@ fn render_entry(key: &TuneKey, e: &TuneEntry) -> String {
     }
     let _ = writeln!(body, "num_warps={}", e.config.num_warps);
     let _ = writeln!(body, "num_stages={}", e.config.num_stages);
+    if e.config.split > 1 {
+        let _ = writeln!(body, "split={}", e.config.split);
+    }
     let _ = writeln!(body, "median_ms={:016x}", e.median_ms.to_bits());
     // Last: the checksum of everything above, so that a torn or edited file reads as corrupt.
     let sum = hex(&Sha256::digest(body.as_bytes()));
@@ -340,6 +343,7 @@ fn parse_entry(key: &TuneKey, text: &str) -> Result<TuneEntry, String> {
     }
     let (mut format, mut k, mut kernel, mut gpu, mut bucket) = (None, None, None, None, None);
     let (mut warps, mut stages, mut ms) = (None, None, None);
+    let mut split = 1;
     let mut consts = Vec::new();
     for line in body.lines() {
         if let Some(c) = line.strip_prefix("const ") {
@@ -359,6 +363,13 @@ fn parse_entry(key: &TuneKey, text: &str) -> Result<TuneEntry, String> {
             "bucket" => bucket = Some(v.to_string()),
             "num_warps" => warps = Some(v.parse::<u32>().map_err(|_| "bad num_warps")?),
             "num_stages" => stages = Some(v.parse::<u32>().map_err(|_| "bad num_stages")?),
+            "split" => {
+                split = v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|s| (2..=tile_driver::MAX_SPLIT).contains(s) && s.is_power_of_two())
+                    .ok_or("bad split")?
+            }
             "median_ms" => ms = Some(f64::from_bits(u64::from_str_radix(v, 16).map_err(|_| "bad median_ms")?)),
             _ => return Err(format!("unknown field `{n}`")),
         }
@@ -375,6 +386,7 @@ fn parse_entry(key: &TuneKey, text: &str) -> Result<TuneEntry, String> {
             consts,
             num_warps: warps.ok_or("no `num_warps`")?,
             num_stages: stages.ok_or("no `num_stages`")?,
+            split,
         },
         median_ms: ms.ok_or("no `median_ms`")?,
         gpu: gpu.unwrap_or_default(),
@@ -590,6 +602,7 @@ pub fn key_pins(file: &ast::File, kernel: &str, resolved: &[(String, ConstValue)
         consts,
         num_warps: pins.num_warps,
         num_stages: pins.num_stages,
+        split: pins.split,
     }
 }
 
@@ -880,7 +893,7 @@ fn load(
         Some((b, _)) => Image::Cubin(b),
         None => Image::Ptx(&compiled.ptx),
     };
-    let f = gpu.load(image, &compiled.name, compiled.smem_bytes)?;
+    let f = gpu.load(image, &compiled.name, compiled.smem_bytes, compiled.split)?;
     Ok((compiled, f))
 }
 
@@ -921,6 +934,7 @@ fn time_candidate(
         num_warps: cfg.num_warps,
         num_stages: cfg.num_stages,
         specialization,
+        split: cfg.split,
         debug: false,
     };
     let lowered = tile_driver::lower(kernel, &copts, opts.ptxas.as_deref())?;
@@ -1023,6 +1037,7 @@ mod tests {
             ],
             num_warps: None,
             num_stages: None,
+            split: None,
         }
     }
 
@@ -1138,6 +1153,7 @@ mod tests {
                 ],
                 num_warps: 8,
                 num_stages: 2,
+                split: 1,
             },
             median_ms: 0.123_456_789,
             gpu: "NVIDIA H200 (9.0)".into(),

@@ -356,7 +356,7 @@ fn the_untyped_gpu_api_still_works() {
         .lowered
         .unwrap()
         .compiled;
-    let f = g.load(Image::Ptx(&c.ptx), &c.name, c.smem_bytes).unwrap();
+    let f = g.load(Image::Ptx(&c.ptx), &c.name, c.smem_bytes, c.split).unwrap();
     let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     let x = g.upload(&bytes(&[1.0, 2.0, 3.0])).unwrap();
     let out = g.upload(&bytes(&[0.0; 3])).unwrap();
@@ -1008,6 +1008,7 @@ fn debug_build_child() {
             consts,
             num_warps: Some(8),
             num_stages: Some(4),
+            split: None,
         },
         ..tile_driver::Request::new("matmul_tma", target.clone())
     };
@@ -1021,6 +1022,7 @@ fn debug_build_child() {
         num_warps: 8,
         num_stages: 4,
         specialization: spec,
+        split: 1,
         debug: true,
     };
     let mut compiled = tile_driver::lower(c.kernel(), &opts, None).unwrap().compiled;
@@ -1047,7 +1049,12 @@ fn debug_build_child() {
     assert!(patched > 0, "no expect_tx byte count found to patch");
     compiled.ptx = out.join("\n");
     let f = gpu
-        .load(Image::Ptx(&compiled.ptx), &compiled.name, compiled.smem_bytes)
+        .load(
+            Image::Ptx(&compiled.ptx),
+            &compiled.name,
+            compiled.smem_bytes,
+            compiled.split,
+        )
         .unwrap();
     let a = gpu.zeros((m * k * 2) as usize).unwrap();
     let b = gpu.zeros((k * n * 2) as usize).unwrap();

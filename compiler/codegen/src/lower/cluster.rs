@@ -41,6 +41,12 @@ impl<'c> Lowering<'c, '_> {
             self.ctx
                 .create_string_attribute("nvvm.cluster_dim", &format!("{},1,1", self.k.cluster)),
         );
+        if tile_gir::split::is_split(self.k) {
+            // Begun now, waited for before the first write into rank 0 (`split_sum`): the
+            // loop runs in between.
+            self.intr("llvm.nvvm.barrier.cluster.arrive.relaxed.aligned", &[], &[])?;
+            self.split_meeting = true;
+        }
         let Some(slots) = ClusterSlots::of(self.k) else {
             return Ok(());
         };
@@ -230,6 +236,66 @@ impl<'c> Lowering<'c, '_> {
             // Relaxed: the meeting orders nothing; the barriers of each round already do.
             self.intr("llvm.nvvm.barrier.cluster.arrive.relaxed.aligned", &[], &[])?;
         }
+        Ok(())
+    }
+
+    /// `split_sum(x)`, after a loop split over the cluster (`tile_gir::split`): every program
+    /// but rank 0 stores its elements of `x` into rank 0's slots, slot `(rank - 1, element,
+    /// thread)` so that a warp's stores are consecutive words; the cluster meets (the arrival
+    /// releases the stores, the wait acquires them); each program adds the slots of its own
+    /// shared memory to its elements in rank order, which in rank 0 is the sum (the others
+    /// read slots nobody wrote, and run nothing after). The first sum first waits for the
+    /// meeting begun at entry, so that rank 0 has started before anyone writes into it.
+    pub(super) fn split_sum(&mut self, op: &Op) -> R<()> {
+        let xs = match self.get(op.operands[0]) {
+            Repr::Tile(t) => t,
+            Repr::Scalar(s) => vec![s],
+        };
+        let size = self.k.cluster;
+        let per_peer = xs.len() as u32 * self.threads;
+        let f32t = self.ctx.f32_type();
+        let ty = f32t.array_type(per_peer * (size - 1));
+        let g = self.m.add_global(ty, Some(AddressSpace::from(SHARED)), "split_slots");
+        g.set_linkage(Linkage::Internal);
+        g.set_initializer(&ty.get_undef());
+        g.set_alignment(16);
+        let base = g.as_pointer_value();
+        if std::mem::take(&mut self.split_meeting) {
+            self.intr("llvm.nvvm.barrier.cluster.wait.aligned", &[], &[])?;
+        }
+        let slot = |l: &Self, peer: IntValue<'c>, i: usize| -> R<PointerValue<'c>> {
+            let b = &l.b;
+            let at = llvm(b.build_int_mul(peer, l.i32c(per_peer as u64), ""))?;
+            let at = llvm(b.build_int_add(at, l.i32c(i as u64 * l.threads as u64), ""))?;
+            let at = llvm(b.build_int_add(at, l.tid(), ""))?;
+            let at = llvm(b.build_int_z_extend(at, l.ctx.i64_type(), ""))?;
+            unsafe { llvm(b.build_in_bounds_gep(f32t, base, &[at], "")) }
+        };
+        let rank = self
+            .intr1("llvm.nvvm.read.ptx.sreg.cluster.ctarank", &[], &[])?
+            .into_int_value();
+        let peer = llvm(self.b.build_int_compare(IntPredicate::NE, rank, self.i32c(0), ""))?;
+        self.when(peer, |l| {
+            let before = llvm(l.b.build_int_sub(rank, l.i32c(1), ""))?;
+            for (i, x) in xs.iter().enumerate() {
+                let local = slot(l, before, i)?;
+                let remote = l
+                    .intr1("llvm.nvvm.mapa.shared.cluster", &[], &[local.into(), l.i32c(0).into()])?
+                    .into_pointer_value();
+                llvm(l.b.build_store(remote, *x))?;
+            }
+            Ok(())
+        })?;
+        self.cluster_meeting(false)?;
+        let mut sum = xs;
+        for p in 1..size {
+            for (i, acc) in sum.iter_mut().enumerate() {
+                let at = slot(self, self.i32c(p as u64 - 1), i)?;
+                let v = llvm(self.b.build_load(f32t, at, ""))?;
+                *acc = self.binary(BinaryOp::Add, DType::F32, *acc, v)?;
+            }
+        }
+        self.set(op.results[0], Repr::Tile(sum));
         Ok(())
     }
 }

@@ -101,6 +101,7 @@ pub(crate) fn lower<'c>(
         ring_count: None,
         turn: None,
         exchange: None,
+        split_meeting: false,
         debug,
     };
     l.kernel()?;
@@ -193,6 +194,9 @@ struct Lowering<'c, 'a> {
     turn: Option<std::cell::Cell<bool>>,
     /// The exchange array of a kernel with cluster reductions (see `cluster`).
     exchange: Option<cluster::Exchange<'c>>,
+    /// In a kernel whose loop is split over its cluster: whether the meeting begun at entry is
+    /// still to be waited for (before the first write into rank 0, see `cluster::split_sum`).
+    split_meeting: bool,
     /// A debug build (`CompileOptions::debug`): mbarrier waits are bounded.
     debug: bool,
 }
@@ -446,6 +450,7 @@ impl<'c> Lowering<'c, '_> {
             OpKind::ReduceWith { axis } => self.reduce_with(op, *axis)?,
             OpKind::ClusterReduce(r) => self.cluster_reduce(op, Some(*r))?,
             OpKind::ClusterReduceWith => self.cluster_reduce(op, None)?,
+            OpKind::SplitSum => self.split_sum(op)?,
             OpKind::Scan { op: r, axis, reverse } => self.scan(op, Some(*r), *axis, *reverse)?,
             OpKind::ScanWith { axis, reverse } => self.scan(op, None, *axis, *reverse)?,
             // Regions run repeatedly or conditionally: no straight-line knowledge crosses them.

@@ -255,7 +255,12 @@ pub fn run_limited(
     let size = kernel.cluster.max(1);
     // Programs of a cluster run side by side only where they exchange values.
     let mut exchanges = false;
-    kernel.walk(&mut |op| exchanges |= matches!(op.kind, OpKind::ClusterReduce(_) | OpKind::ClusterReduceWith));
+    kernel.walk(&mut |op| {
+        exchanges |= matches!(
+            op.kind,
+            OpKind::ClusterReduce(_) | OpKind::ClusterReduceWith | OpKind::SplitSum
+        )
+    });
     let cluster = if exchanges { size } else { 1 };
     let buffers = Mutex::new(buffers);
     let max = limits.max_steps;
@@ -996,6 +1001,31 @@ impl<'a, 'b> Machine<'a, 'b> {
                     .try_fold(all[0][0], |acc, x| scalar::binary(b, d, acc, x[0]))
                     .map_err(|m| self.err(op, m.to_string()))?;
                 self.set(res(0), Tile::scalar(v));
+            }
+            OpKind::SplitSum => {
+                // Every element of every program's tile, added in rank order (the GPU's order);
+                // each program gets the sum (the GPU defines it in rank 0 only).
+                let x = self.get(op.operands[0]).clone();
+                let (ex, rank) = self
+                    .cluster
+                    .expect("the GPU stage splits loops in cluster kernels only");
+                let all = ex
+                    .gather(rank, op.loc, x.elems().to_vec())
+                    .map_err(|m| self.err(op, m))?;
+                let mut sum = all[0].clone();
+                for next in &all[1..] {
+                    for (a, b) in sum.iter_mut().zip(next) {
+                        *a = scalar::binary(BinaryOp::Add, DType::F32, *a, *b)
+                            .map_err(|m| self.err(op, m.to_string()))?;
+                    }
+                }
+                self.set(
+                    res(0),
+                    Tile {
+                        shape: x.shape.clone(),
+                        data: Data::E(sum),
+                    },
+                );
             }
             OpKind::ClusterReduceWith => {
                 let all = self.cluster_gather(op)?;

@@ -257,6 +257,12 @@ pub enum OpKind {
     /// cluster by region 0 (`2k` scalar args: the accumulated values then the next program's;
     /// yields `k`), in the order of their program ids, the same in each of them.
     ClusterReduceWith,
+    /// `(x) -> x`, a tile: the sum of `x` over the programs of this program's cluster, in rank
+    /// order, in the cluster's first program (rank 0); in the others the result is undefined.
+    /// Not in the language: the GPU stage splits a loop's iterations over a cluster
+    /// (`tile_gir::split`) and sums the loop's accumulators with it. Every program of the
+    /// cluster reaches it once, outside every loop and branch.
+    SplitSum,
     /// `(x) -> x` inclusive prefix sums or products along `axis`.
     Scan { op: ReduceOp, axis: usize, reverse: bool },
     /// `(x) -> x` inclusive scan combining with region 0.
@@ -355,6 +361,7 @@ impl OpKind {
                 | AtomicCas { .. }
                 | ClusterReduce(_)
                 | ClusterReduceWith
+                | SplitSum
                 | Print(_)
                 | Assert(_)
                 | Yield
@@ -396,6 +403,7 @@ impl OpKind {
             ReduceWith { .. } => "reduce_with",
             ClusterReduce(_) => "cluster_reduce",
             ClusterReduceWith => "cluster_reduce_with",
+            SplitSum => "split_sum",
             Scan { .. } => "scan",
             ScanWith { .. } => "scan_with",
             For { .. } => "for",

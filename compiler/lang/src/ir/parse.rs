@@ -565,6 +565,7 @@ impl P {
                 OpKind::ClusterReduce(ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?)
             }
             "cluster_reduce_with" => OpKind::ClusterReduceWith,
+            "split_sum" => OpKind::SplitSum,
             "reduce_with" => OpKind::ReduceWith { axis: num(0)? as usize },
             "scan" => OpKind::Scan {
                 op: ReduceOp::from_name(words.first().ok_or_else(bad)?).ok_or_else(bad)?,

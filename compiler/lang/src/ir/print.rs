@@ -147,7 +147,7 @@ pub(super) fn attrs(kind: &OpKind) -> Vec<String> {
         MultipleOf(n) | MaxContiguous(n) => vec![n.to_string()],
         Print(m) | Assert(m) => vec![quote(m)],
         Broadcast | Reshape | Join | Split | Unary(_) | Binary(_) | Cmp(_) | Fma | Select | Bitcast | PtrAdd | If
-        | ClusterReduceWith | Yield => vec![],
+        | ClusterReduceWith | SplitSum | Yield => vec![],
     }
 }
 

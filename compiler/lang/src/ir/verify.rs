@@ -485,6 +485,17 @@ impl V<'_> {
                 regions(1)?;
                 cluster_values()?;
             }
+            SplitSum => {
+                n_in(1)?;
+                n_out(1)?;
+                if self.k.cluster <= 1 {
+                    return Err("a split sum needs a kernel with `cluster(N)`, N > 1".into());
+                }
+                if ot[0].dtype() != Some(DType::F32) || ot[0].is_scalar() {
+                    return Err("a split sum adds f32 tiles".into());
+                }
+                same(ot[0], &rt[0])?;
+            }
             ReduceWith { axis } => {
                 // Several tiles of one shape reduce together, one result each.
                 one_result_each()?;

@@ -80,6 +80,8 @@ pub struct Pins {
     pub consts: Bindings,
     pub num_warps: Option<u32>,
     pub num_stages: Option<u32>,
+    /// A pinned split (`--split`, the tuner's winner): the model offers no other.
+    pub split: Option<u32>,
 }
 
 /// One configuration.
@@ -89,6 +91,9 @@ pub struct Config {
     pub consts: Bindings,
     pub num_warps: u32,
     pub num_stages: u32,
+    /// Programs of a thread-block cluster that share the kernel's loop (`tile_gir::split`; 1:
+    /// none). The model offers more than 1 where the grid leaves SMs idle.
+    pub split: u32,
 }
 
 impl fmt::Display for Config {
@@ -96,7 +101,11 @@ impl fmt::Display for Config {
         for (n, v) in &self.consts {
             write!(f, "{n}={v} ")?;
         }
-        write!(f, "warps={} stages={}", self.num_warps, self.num_stages)
+        write!(f, "warps={} stages={}", self.num_warps, self.num_stages)?;
+        if self.split > 1 {
+            write!(f, " split={}", self.split)?;
+        }
+        Ok(())
     }
 }
 
@@ -144,6 +153,8 @@ pub struct Estimate {
     pub pingpong: bool,
     /// Programs per thread-block cluster (`#[cluster(N)]`; 1: none).
     pub cluster: u32,
+    /// Programs that share the loop (a split over a cluster of that many; 1: none).
+    pub split: u32,
     /// Bytes of one stage that the programs of a cluster copy once for all (TMA multicast,
     /// `tile_gir::pipeline::multicast`; the most over the kernel's loops; 0: none). The memory
     /// term still counts them in every program.
@@ -542,8 +553,27 @@ impl Problem {
     }
 }
 
-/// Estimates one checked candidate.
-pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
+/// A candidate's verdict by its estimate alone: over the register budget, over the shared
+/// memory limit, else feasible (`Slower(1.0)` until compared).
+fn verdict_of(e: &Estimate, t: &TargetDesc) -> Verdict {
+    if e.registers > e.reg_budget {
+        Verdict::Spills {
+            registers: e.registers,
+            budget: e.reg_budget,
+        }
+    } else if e.smem_bytes > t.target.max_smem_per_block {
+        Verdict::SharedMemory {
+            need: e.smem_bytes,
+            limit: t.target.max_smem_per_block,
+        }
+    } else {
+        Verdict::Slower(1.0)
+    }
+}
+
+/// Estimates one checked candidate (`split`: its loop split over clusters of that many
+/// programs, where the kernel allows it; the launch is the kernel's own).
+pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, split: u32, launch: &Launch, t: &TargetDesc) -> Estimate {
     // The kernel the lowering will see for this launch: buffers aligned, integers by value.
     let specialization: Vec<_> = match &launch.specialization {
         Some(s) => s.clone(),
@@ -557,12 +587,27 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
             })
             .collect(),
     };
-    let stage = tile_gir::GpuStage::new(k, num_warps, num_stages, &t.target, &specialization);
+    let stage = tile_gir::GpuStage::new(k, num_warps, num_stages, split, &t.target, &specialization);
     let (k, plan) = (stage.kernel(), &stage.plan);
+    // A split kernel runs `split` programs for each of the launch's along axis 0.
+    let scaled;
+    let launch = match stage.split {
+        1 => launch,
+        s => {
+            scaled = Launch {
+                scalars: launch.scalars.clone(),
+                grid: [launch.grid[0].saturating_mul(s), launch.grid[1], launch.grid[2]],
+                specialization: launch.specialization.clone(),
+            };
+            &scaled
+        }
+    };
     let regs = registers(k, &plan);
-    // The dynamic window and, for a cluster kernel, its static exchange array.
-    let smem =
-        tile_gir::estimate::smem_bytes_in(k, &plan) + tile_gir::cluster::ClusterSlots::of(k).map_or(0, |c| c.bytes());
+    // The dynamic window and, for a cluster kernel, its static exchange array or a split's
+    // slots.
+    let smem = tile_gir::estimate::smem_bytes_in(k, &plan)
+        + tile_gir::cluster::ClusterSlots::of(k).map_or(0, |c| c.bytes())
+        + tile_gir::split::slot_bytes(k);
     // A producer warpgroup is part of the block; when it gives its registers to the kernel's
     // warps (setmaxnreg), the block takes the SM's registers and theirs is the split's count.
     let threads = plan.block_threads();
@@ -642,6 +687,7 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, launch: &Launch, t:
         producer_runs_tiles: plan.pipelines.values().any(|p| p.tile_loop().is_some()),
         pingpong: plan.pipelines.values().any(|p| p.takes_turns()),
         cluster: k.cluster,
+        split: stage.split,
         multicast_bytes: plan
             .pipelines
             .values()
@@ -760,6 +806,7 @@ fn candidates_on(
                     consts,
                     num_warps: w,
                     num_stages: s,
+                    split: pins.split.unwrap_or(1),
                 });
             }
         }
@@ -843,6 +890,7 @@ pub fn choose_with(
     let max_warps = t.target.max_threads_per_block / t.target.warp_size;
     let computed = check::find_kernel(file, kernel).map_or_else(Vec::new, check::launch::computed_names);
     let mut cands = Vec::new();
+    let mut splittable = Vec::new();
     for config in configs {
         if !config.num_warps.is_power_of_two() || config.num_warps > max_warps {
             cands.push(Candidate {
@@ -888,24 +936,54 @@ pub fn choose_with(
                 continue;
             }
         };
-        let e = estimate(&k, config.num_warps, config.num_stages, &launch, t);
-        let verdict = if e.registers > e.reg_budget {
-            Verdict::Spills {
-                registers: e.registers,
-                budget: e.reg_budget,
-            }
-        } else if e.smem_bytes > t.target.max_smem_per_block {
-            Verdict::SharedMemory {
-                need: e.smem_bytes,
-                limit: t.target.max_smem_per_block,
-            }
-        } else {
-            Verdict::Slower(1.0)
-        };
+        let e = estimate(&k, config.num_warps, config.num_stages, config.split, &launch, t);
+        // A grid that leaves SMs idle may split its loop over a cluster (`tile_gir::split`):
+        // the most programs that still run in one wave, 2 to 8. Pinned splits are kept.
+        let split = (t.sms as u64 / e.programs.max(1)).min(tile_gir::split::MAX_SPLIT as u64) as u32;
+        if pins.split.is_none()
+            && split >= 2
+            && t.target.clusters
+            && verdict_of(&e, t) == Verdict::Slower(1.0)
+            && tile_gir::split::splittable(&k).is_ok()
+        {
+            splittable.push((cands.len(), 1 << split.ilog2(), launch));
+        }
         cands.push(Candidate {
             config,
+            verdict: verdict_of(&e, t),
             estimate: Some(e),
+            kernel: Some(k),
+        });
+    }
+    // The splits, estimated where they may win: a split of `s` takes at least `1 / s` of the
+    // time (the loop's share); those whose bound is not faster than the fastest so far are
+    // not estimated (most of them, once the best splits are in).
+    let time_of = |c: &Candidate| c.estimate.as_ref().map_or(f64::INFINITY, |e| e.time_s);
+    let mut fastest = cands
+        .iter()
+        .filter(|c| c.feasible())
+        .map(time_of)
+        .fold(f64::INFINITY, f64::min);
+    splittable.sort_by(|a, b| (time_of(&cands[a.0]) / a.1 as f64).total_cmp(&(time_of(&cands[b.0]) / b.1 as f64)));
+    for (i, s, launch) in splittable {
+        if time_of(&cands[i]) / s as f64 > fastest * (1.0 + TIE) {
+            break;
+        }
+        let c = &cands[i];
+        let config = Config {
+            split: s,
+            ..c.config.clone()
+        };
+        let k = c.kernel.clone().expect("an estimated candidate keeps its kernel");
+        let e = estimate(&k, config.num_warps, config.num_stages, s, &launch, t);
+        let verdict = verdict_of(&e, t);
+        if verdict == Verdict::Slower(1.0) {
+            fastest = fastest.min(e.time_s);
+        }
+        cands.push(Candidate {
+            config,
             verdict,
+            estimate: Some(e),
             kernel: Some(k),
         });
     }
