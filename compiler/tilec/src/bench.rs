@@ -142,6 +142,8 @@ pub struct BenchOptions {
     /// the cases alternating, so that a GPU whose speed drifts during the call (clocks, heat)
     /// weighs on every case alike; the report is each case's median round.
     pub rounds: usize,
+    /// A pinned split (`--split`), for every kernel whose loop allows one.
+    pub split: Option<u32>,
 }
 
 impl BenchOptions {
@@ -382,7 +384,10 @@ fn configure(
     let req = TuneRequest {
         source,
         kernel: &s.kernel,
-        pins: Pins::default(),
+        pins: Pins {
+            split: opts.split,
+            ..Pins::default()
+        },
         problem: Problem::Case { spec: s, case },
     };
     match opts.config {
@@ -406,7 +411,7 @@ fn configure(
                 consts: k.consts.clone(),
                 num_warps: tile_driver::default_warps(&k),
                 num_stages: tile_driver::default_stages(&k),
-                split: 1,
+                split: opts.split.unwrap_or(1),
             })
         }
     }

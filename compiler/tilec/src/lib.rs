@@ -186,6 +186,10 @@ enum Command {
         /// sizes).
         #[arg(long)]
         kernel: Vec<String>,
+        /// Pin the split of every kernel whose loop allows one (2, 4 or 8; 1: none; `tilec
+        /// compile --split`): the model's choice or the spec's values with that split.
+        #[arg(long, value_parser = split_arg)]
+        split: Option<u32>,
         #[command(flatten)]
         opt: OptArgs,
     },
@@ -392,10 +396,12 @@ pub fn run(args: &[String], out: &mut dyn Write, err: &mut dyn WriteColor) -> i3
             config,
             top_k,
             kernel,
+            split,
             opt,
         } => if all { all_examples() } else { Ok(Vec::new()) }.and_then(|more| {
             files.extend(more);
             let opts = bench::BenchOptions {
+                split,
                 json,
                 config,
                 top_k,

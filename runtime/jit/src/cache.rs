@@ -827,7 +827,8 @@ pub(crate) mod tests {
         CacheEntry {
             kernel: "vector_add".into(),
             threads_per_block: 128,
-            split: 1,
+            // A split kernel's launches multiply the grid: the entry keeps the factor.
+            split: 4,
             smem_bytes: 4096,
             specialization: "ddd-".into(),
             target_sm: "sm_90a".into(),
@@ -964,6 +965,12 @@ pub(crate) mod tests {
             )
         });
         assert!(is_corrupt(&bad_number, "threads_per_block"), "{bad_number:?}");
+
+        // A split the compiler never makes (re-checksummed, so that only the value is wrong).
+        let bad_split = corrupt_with("badsplit", |c, k| {
+            edit_meta(c, k, |m| m.replace("split=4", "split=9"), true)
+        });
+        assert!(is_corrupt(&bad_split, "split is not a split"), "{bad_split:?}");
 
         let moved = corrupt_with("moved", |c, k| {
             // Another key's entry renamed into this one's place.
