@@ -211,7 +211,8 @@ impl Gpu {
     }
 
     /// Loads one kernel and records its resource use; raises its dynamic shared-memory limit
-    /// when it needs more than the default 48 KB. `split`: programs the kernel runs for each
+    /// when its static and dynamic shared memory together pass the default 48 KB (a launch
+    /// past it without the raise is refused as an invalid value). `split`: programs the kernel runs for each
     /// program of a launch's grid along axis 0 (`Compiled::split`; 1 for most kernels).
     pub fn load(&self, image: Image<'_>, name: &str, dynamic_smem: u32, split: u32) -> Result<Function, RuntimeError> {
         let ptx = match image {
@@ -223,15 +224,16 @@ impl Gpu {
         let registers = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_NUM_REGS))?;
         let local_bytes = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))?;
         let static_shared_bytes = drv(func.get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))?;
-        if dynamic_smem > 48 * 1024 {
+        if dynamic_smem as u64 + static_shared_bytes.max(0) as u64 > 48 * 1024 {
             use cudarc::driver::sys::CUdevice_attribute_enum as D;
             let limit = drv(self
                 .ctx
                 .attribute(D::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))? as u32;
-            if dynamic_smem > limit {
+            let need = dynamic_smem.saturating_add(static_shared_bytes.max(0) as u32);
+            if need > limit {
                 return Err(RuntimeError::SharedMemory {
                     name: name.into(),
-                    need: dynamic_smem,
+                    need,
                     limit,
                 });
             }

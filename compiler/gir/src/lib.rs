@@ -97,6 +97,32 @@ impl GpuStage {
         }
         let kernel = std::borrow::Cow::Owned(kernel.into_owned());
         let plan = assign::GpuPlan::new(&kernel, warps, stages, target);
+        // A split whose sums' slots do not fit beside the kernel's own shared memory is not
+        // taken: the kernel compiles whole, saying why.
+        if split > 1 {
+            let need = estimate::smem_bytes_in(&kernel, &plan) + split::slot_bytes(&kernel);
+            if need > target.max_smem_per_block {
+                let mut whole = GpuStage::new(k, warps, stages, 1, target, &spec);
+                whole.prepared.refusals.push(Refusal {
+                    loc: k
+                        .body
+                        .ops
+                        .iter()
+                        .find(|o| matches!(o.kind, tile_lang::ir::OpKind::For { .. }))
+                        .map_or_else(Default::default, |o| o.loc),
+                    path: "split",
+                    why: format!(
+                        "the sums of a split of {split} take {} B of shared memory, which with the kernel's own {} B pass the {} B {} allows",
+                        split::slot_bytes(&kernel),
+                        need - split::slot_bytes(&kernel),
+                        target.max_smem_per_block,
+                        target.sm
+                    ),
+                    asked: false,
+                });
+                return whole;
+            }
+        }
         GpuStage {
             prepared: tma::Prepared {
                 kernel,

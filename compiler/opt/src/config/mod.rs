@@ -74,6 +74,17 @@ pub const DEFAULT_GRID: u32 = 4096;
 /// (`tile_jit::tune`).
 pub const TIE: f64 = 0.01;
 
+/// How far above its even share of DRAM bandwidth one SM can stream when the grid leaves others
+/// idle: a decode-shaped GEMM's 64 programs on the H100's 132 SMs streamed W as fast as 128
+/// did (M = 1, K = N = 4096: 0.0200 against 0.0205 ms, bench/records/2026-12-07h-h100).
+pub const DRAM_SM_SHARE: f64 = 4.0;
+
+/// The largest split the model offers (`tile_gir::split`; larger ones are pinned with
+/// `--split`): on the H100 a split of 2 took M = 64, K = N = 4096 from 0.0281 to 0.0225 ms,
+/// where 4 took 0.0296 and 8 (at M = 1) 0.0277 against 0.0200 unsplit
+/// (bench/records/2026-12-07h-h100).
+pub const MODEL_MAX_SPLIT: u32 = 2;
+
 /// What the user fixed (`-D NAME=VALUE`, `--num-warps`, `--num-stages`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pins {
@@ -649,9 +660,16 @@ pub fn estimate(k: &Kernel, num_warps: u32, num_stages: u32, split: u32, launch:
     let l2_keeps =
         (w.reread_bytes > 0.0).then(|| (t.l2_capacity_bytes / (resident * sms * w.dram_bytes).max(1.0)).min(1.0));
     let dram_bytes = w.dram_bytes + w.reread_bytes * (1.0 - l2_keeps.unwrap_or(1.0));
-    // DRAM moves the bytes no other program loaded first; L2 moves them all.
-    let dram_s =
-        term(dram_bytes, t.dram_bytes_per_s, mem_efficiency).max(term(w.l2_bytes, t.l2_bytes_per_s, mem_efficiency));
+    // DRAM moves the bytes no other program loaded first; L2 moves them all. DRAM is the
+    // chip's: where the grid leaves SMs idle, the busy ones share it, each up to
+    // `DRAM_SM_SHARE` times its even share.
+    let busy = (programs as f64).clamp(1.0, sms);
+    let dram_per_sm = (t.dram_bytes_per_s / busy).min(DRAM_SM_SHARE * t.dram_bytes_per_s / sms);
+    let dram_s = (waves * resident * dram_bytes / (dram_per_sm * mem_efficiency)).max(term(
+        w.l2_bytes,
+        t.l2_bytes_per_s,
+        mem_efficiency,
+    ));
     // Both kinds of tensor-core instruction share the same units: their times add.
     let tensor_s = term(w.mma_flops, t.mma_flops_per_s, by_warps(t.mma_saturating_warps))
         + if w.wgmma_flops > 0.0 {
@@ -939,7 +957,7 @@ pub fn choose_with(
         let e = estimate(&k, config.num_warps, config.num_stages, config.split, &launch, t);
         // A grid that leaves SMs idle may split its loop over a cluster (`tile_gir::split`):
         // the most programs that still run in one wave, 2 to 8. Pinned splits are kept.
-        let split = (t.sms as u64 / e.programs.max(1)).min(tile_gir::split::MAX_SPLIT as u64) as u32;
+        let split = (t.sms as u64 / e.programs.max(1)).min(MODEL_MAX_SPLIT as u64) as u32;
         if pins.split.is_none()
             && split >= 2
             && t.target.clusters
@@ -1017,6 +1035,7 @@ pub fn choose_with(
         let e = c.estimate.as_ref().unwrap();
         (
             c.config.num_warps,
+            c.config.split,
             !e.wgmma_in_flight,
             std::cmp::Reverse(
                 match e.tma_stage_bytes == 0 && tensor(e) && e.registers <= t.spill_safe_regs {
