@@ -224,33 +224,21 @@ pub fn splittable(k: &Kernel) -> Result<(), String> {
     site(k).map(|_| ())
 }
 
-/// The ops the rewrite adds, with their values appended to the kernel's.
-struct Emit<'a> {
-    values: &'a mut Vec<Type>,
-    ops: Vec<Op>,
-    loc: Loc,
+/// What the rewrite builds beyond [`OpBuilder`]'s single ops.
+trait Emit {
+    fn int(&mut self, d: DType, x: i64) -> ValueId;
+    fn bin(&mut self, b: BinaryOp, x: ValueId, y: ValueId) -> ValueId;
+    fn to(&mut self, x: ValueId, d: DType) -> ValueId;
+    fn hoist(&mut self, v: ValueId, defs: &HashMap<ValueId, &Op>, copied: &mut HashMap<ValueId, ValueId>) -> ValueId;
 }
 
-impl Emit<'_> {
-    fn op(&mut self, kind: OpKind, operands: Vec<ValueId>, ty: Type) -> ValueId {
-        let v = ValueId(self.values.len() as u32);
-        self.values.push(ty);
-        self.ops.push(Op {
-            kind,
-            operands,
-            results: vec![v],
-            regions: vec![],
-            loc: self.loc,
-        });
-        v
-    }
-
+impl Emit for OpBuilder<'_> {
     fn int(&mut self, d: DType, x: i64) -> ValueId {
         self.op(OpKind::Const(ConstValue::Int(x)), vec![], Type::scalar(d))
     }
 
     fn bin(&mut self, b: BinaryOp, x: ValueId, y: ValueId) -> ValueId {
-        let ty = self.values[x.0 as usize].clone();
+        let ty = self.ty(x).clone();
         self.op(OpKind::Binary(b), vec![x, y], ty)
     }
 
@@ -336,9 +324,10 @@ pub fn split(k: &Kernel, s: u32) -> Result<Kernel, String> {
         *warp_specialize = Some(false);
     }
     let i32t = DType::I32;
-    let mut e = Emit {
+    let mut emitted = Vec::new();
+    let mut e = OpBuilder {
         values: &mut out.values,
-        ops: Vec::new(),
+        ops: &mut emitted,
         loc,
     };
     // The programs' own ids along axis 0, the split and the rank.
@@ -346,7 +335,7 @@ pub fn split(k: &Kernel, s: u32) -> Result<Kernel, String> {
     let np = e.op(OpKind::NumPrograms(0), vec![], Type::scalar(i32t));
     let sv = e.int(i32t, s as i64);
     let rank = e.bin(BinaryOp::Rem, pid, sv);
-    let prologue = std::mem::take(&mut e.ops);
+    let prologue = std::mem::take(e.ops);
     divide_axis0(&mut ops, pid, np, sv);
     for r in &mut l.regions {
         divide_axis0(&mut r.ops, pid, np, sv);
@@ -442,7 +431,7 @@ pub fn split(k: &Kernel, s: u32) -> Result<Kernel, String> {
     for (i, v) in inits {
         l.operands[i] = v;
     }
-    let bounds = std::mem::take(&mut e.ops);
+    let bounds = std::mem::take(e.ops);
     // The accumulators summed into rank 0, which alone runs the rest.
     let mut sums = HashMap::new();
     for j in &site.accs {
@@ -478,7 +467,7 @@ pub fn split(k: &Kernel, s: u32) -> Result<Kernel, String> {
         ],
         loc,
     };
-    let tail = std::mem::take(&mut e.ops);
+    let tail = std::mem::take(e.ops);
     let mut body = prologue;
     body.extend(ops);
     body.extend(bounds);

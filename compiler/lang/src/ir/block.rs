@@ -99,7 +99,7 @@ fn expand_region(r: &mut Region, values: &mut Vec<Type>, keep: &(&HashSet<ValueI
             r.ops.push(op);
             continue;
         }
-        let mut b = Builder {
+        let mut b = OpBuilder {
             values,
             ops: &mut r.ops,
             loc: op.loc,
@@ -137,36 +137,7 @@ fn expand_region(r: &mut Region, values: &mut Vec<Type>, keep: &(&HashSet<ValueI
 }
 
 /// Appends ops to a region under construction.
-struct Builder<'a> {
-    values: &'a mut Vec<Type>,
-    ops: &'a mut Vec<Op>,
-    loc: Loc,
-}
-
-impl Builder<'_> {
-    fn ty(&self, v: ValueId) -> &Type {
-        &self.values[v.0 as usize]
-    }
-
-    fn op(&mut self, kind: OpKind, operands: Vec<ValueId>, ty: Type) -> ValueId {
-        let v = ValueId(self.values.len() as u32);
-        self.values.push(ty);
-        self.ops.push(Op {
-            kind,
-            operands,
-            results: vec![v],
-            regions: vec![],
-            loc: self.loc,
-        });
-        v
-    }
-
-    /// Scalar `x` broadcast to `shape`.
-    fn splat(&mut self, x: ValueId, shape: &[usize]) -> ValueId {
-        let t = self.ty(x).with_shape(shape.to_vec());
-        self.op(OpKind::Broadcast, vec![x], t)
-    }
-
+impl OpBuilder<'_> {
     /// The pointer tile and the in-bounds mask of a block of `shape`.
     fn addresses(&mut self, o: &BlockOperands<'_>, shape: &[usize]) -> (ValueId, ValueId) {
         let rank = shape.len();

@@ -324,6 +324,42 @@ impl Kernel {
     }
 }
 
+/// Appends ops to a list, each defining one new value of the kernel: what passes that rewrite
+/// the IR (block accesses expanded, loops split) build with.
+pub struct OpBuilder<'a> {
+    /// The kernel's value types; a new value is pushed here.
+    pub values: &'a mut Vec<Type>,
+    pub ops: &'a mut Vec<Op>,
+    /// The source location every new op gets.
+    pub loc: Loc,
+}
+
+impl OpBuilder<'_> {
+    pub fn ty(&self, v: ValueId) -> &Type {
+        &self.values[v.0 as usize]
+    }
+
+    /// A new op of one result of type `ty`.
+    pub fn op(&mut self, kind: OpKind, operands: Vec<ValueId>, ty: Type) -> ValueId {
+        let v = ValueId(self.values.len() as u32);
+        self.values.push(ty);
+        self.ops.push(Op {
+            kind,
+            operands,
+            results: vec![v],
+            regions: vec![],
+            loc: self.loc,
+        });
+        v
+    }
+
+    /// Scalar `x` broadcast to `shape`.
+    pub fn splat(&mut self, x: ValueId, shape: &[usize]) -> ValueId {
+        let t = self.ty(x).with_shape(shape.to_vec());
+        self.op(OpKind::Broadcast, vec![x], t)
+    }
+}
+
 impl Op {
     /// Calls `f` with every value this op reads, its nested regions' ops included, and the op
     /// that reads it (this one or a nested one).
