@@ -644,7 +644,7 @@ impl GpuPlan {
                 sums.push(format!("%{}", op.operands[0].0));
             }
         });
-        if let Some(l) = k.body.ops.iter().find(|o| matches!(o.kind, OpKind::For { .. }))
+        if let Some(l) = crate::split::top_loop(k)
             && !sums.is_empty()
         {
             let _ = writeln!(

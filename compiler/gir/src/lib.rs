@@ -82,12 +82,7 @@ impl GpuStage {
             mut refusals,
         } = tma::prepare(source, warps, stages, target, &spec);
         if let Some(why) = refused {
-            let loc = source
-                .body
-                .ops
-                .iter()
-                .find(|o| matches!(o.kind, tile_lang::ir::OpKind::For { .. }))
-                .map_or_else(Default::default, |o| o.loc);
+            let loc = split::top_loop(source).map_or_else(Default::default, |o| o.loc);
             refusals.push(Refusal {
                 loc,
                 path: "split",
@@ -104,12 +99,7 @@ impl GpuStage {
             if need > target.max_smem_per_block {
                 let mut whole = GpuStage::new(k, warps, stages, 1, target, &spec);
                 whole.prepared.refusals.push(Refusal {
-                    loc: k
-                        .body
-                        .ops
-                        .iter()
-                        .find(|o| matches!(o.kind, tile_lang::ir::OpKind::For { .. }))
-                        .map_or_else(Default::default, |o| o.loc),
+                    loc: split::top_loop(k).map_or_else(Default::default, |o| o.loc),
                     path: "split",
                     why: format!(
                         "the sums of a split of {split} take {} B of shared memory, which with the kernel's own {} B pass the {} B {} allows",

@@ -106,6 +106,11 @@ fn is_zero(k: &Kernel, v: ValueId, top: &HashMap<ValueId, &Op>) -> bool {
     }
 }
 
+/// The loop at the top of `k`'s body (the first, if several): the one a split cuts.
+pub fn top_loop(k: &Kernel) -> Option<&Op> {
+    k.body.ops.iter().find(|o| matches!(o.kind, OpKind::For { .. }))
+}
+
 fn site(k: &Kernel) -> Result<Site, String> {
     if k.cluster > 1 {
         return Err(format!("the kernel already runs in clusters of {}", k.cluster));
@@ -120,12 +125,13 @@ fn site(k: &Kernel) -> Result<Site, String> {
     if exchanges {
         return Err("the kernel has cluster reductions".into());
     }
+    let l = top_loop(k).ok_or("no loop at the top of the kernel's body")?;
     let at = k
         .body
         .ops
         .iter()
-        .position(|o| matches!(o.kind, OpKind::For { .. }))
-        .ok_or("no loop at the top of the kernel's body")?;
+        .position(|o| std::ptr::eq(o, l))
+        .expect("the loop is in the body");
     if loops != 1 {
         return Err(format!(
             "the kernel has {loops} loops; only a kernel with one loop is split"
@@ -584,25 +590,17 @@ kernel k<const BN: i32, const BK: i32>(x: *f32, w: *f32, y: *mut f32, N: i32, K:
 
     #[test]
     fn what_is_not_split_says_why() {
-        let two_loops = GEMV.replace("    store(", "    for i in 0..2 { acc = acc + 1.0; }\n    store(");
-        let k = checked(&two_loops, &[("BN", 16), ("BK", 16)]);
+        // Why the kernel with `from` replaced by `to` is not split.
+        let refused = |from: &str, to: &str| {
+            splittable(&checked(&GEMV.replace(from, to), &[("BN", 16), ("BK", 16)])).unwrap_err()
+        };
         assert_eq!(
-            splittable(&k).unwrap_err(),
+            refused("    store(", "    for i in 0..2 { acc = acc + 1.0; }\n    store("),
             "the kernel has 2 loops; only a kernel with one loop is split"
         );
-        let stores = GEMV.replace("        px += BK;", "        px += BK;\n        store(y, 1.0);");
-        let k = checked(&stores, &[("BN", 16), ("BK", 16)]);
-        assert!(
-            splittable(&k).unwrap_err().starts_with("the loop writes memory"),
-            "{:?}",
-            splittable(&k)
-        );
-        let scaled = GEMV.replace("acc = dot(tx, tw, acc);", "acc = dot(tx, tw, acc) * 0.5;");
-        let k = checked(&scaled, &[("BN", 16), ("BK", 16)]);
-        assert!(
-            splittable(&k).unwrap_err().contains("neither a `dot` accumulator"),
-            "{:?}",
-            splittable(&k)
-        );
+        let stores = refused("        px += BK;", "        px += BK;\n        store(y, 1.0);");
+        assert!(stores.starts_with("the loop writes memory"), "{stores}");
+        let scaled = refused("acc = dot(tx, tw, acc);", "acc = dot(tx, tw, acc) * 0.5;");
+        assert!(scaled.contains("neither a `dot` accumulator"), "{scaled}");
     }
 }
