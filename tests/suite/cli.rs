@@ -513,7 +513,7 @@ fn compile_emits_resources_and_timings() {
     let timings: Vec<&str> = err.lines().filter(|l| l.starts_with("timings: ")).collect();
     assert_eq!(timings.len(), 2, "one line per kernel:\n{err}");
     for line in &timings {
-        for stage in ["parse ", "check ", "codegen "] {
+        for stage in ["parse ", "check ", "codegen ", "lower ", "LLVM opt ", "LLVM PTX "] {
             let at = line.find(stage).unwrap_or_else(|| panic!("no {stage}in {line}"));
             assert!(
                 line[at + stage.len()..]
@@ -543,6 +543,15 @@ fn compile_emits_resources_and_timings() {
     let (code, _, err) = tilec(&["compile", &file, "--emit", "ir", "--timings"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.lines().all(|l| l.ends_with("codegen -, ptxas -")), "{err}");
+    // The LLVM IR the lowering hands LLVM: one module per kernel, before LLVM's optimizer.
+    let (code, out, err) = tilec(&["compile", &file, "--emit", "llvm-ir"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.matches("target triple = \"nvptx64-nvidia-cuda\"").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains("define ") && !out.contains(".entry"), "{out}");
 }
 
 #[test]

@@ -71,7 +71,6 @@ impl CompileOptions {
 #[derive(Clone, Debug)]
 pub struct Compiled {
     pub name: String,
-    pub llvm_ir: String,
     pub ptx: String,
     pub threads_per_block: u32,
     /// Dynamic shared memory each block needs, in bytes.
@@ -83,6 +82,19 @@ pub struct Compiled {
     /// extent is multiplied by it): more than 1 where the kernel's loop is split over a
     /// thread-block cluster (`tile_gir::split`).
     pub split: u32,
+    /// Where the time went: the lowering, LLVM's IR optimizer and its PTX emission.
+    pub times: CodegenTimes,
+}
+
+/// The wall time of each step of [`compile_stage`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CodegenTimes {
+    /// The plan lowered to an LLVM module (and the module verified).
+    pub lower: std::time::Duration,
+    /// LLVM's `default<O3>` pipeline.
+    pub optimize: std::time::Duration,
+    /// LLVM's NVPTX back end: the optimized module to PTX text.
+    pub emit: std::time::Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -151,6 +163,59 @@ pub fn compile(kernel: &Kernel, opts: &CompileOptions) -> Result<Compiled, Codeg
 /// Compiles the kernel of a GPU stage made for `opts` (its warps, stages, target and facts) to
 /// PTX, lowering by the stage's plan.
 pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Result<Compiled, CodegenError> {
+    let started = std::time::Instant::now();
+    let ctx = Context::create();
+    let built = build_module(&ctx, stage, opts)?;
+    let lower = started.elapsed();
+    let started = std::time::Instant::now();
+    built
+        .module
+        .run_passes("default<O3>", &built.machine, PassBuilderOptions::create())
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let optimize = started.elapsed();
+    let started = std::time::Instant::now();
+    let buf = built
+        .machine
+        .write_to_memory_buffer(&built.module, FileType::Assembly)
+        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
+    let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
+    Ok(Compiled {
+        name: stage.kernel().name.clone(),
+        ptx,
+        threads_per_block: built.block_threads,
+        smem_bytes: built.smem_bytes,
+        tensor_maps: stage.prepared.maps.clone(),
+        split: stage.split,
+        times: CodegenTimes {
+            lower,
+            optimize,
+            emit: started.elapsed(),
+        },
+    })
+}
+
+/// The LLVM IR the lowering hands LLVM for `stage` (before LLVM's optimizer): what
+/// `tilec compile --emit llvm-ir` prints. Lowers again; [`compile_stage`] keeps no text.
+pub fn llvm_ir(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Result<String, CodegenError> {
+    let ctx = Context::create();
+    let built = build_module(&ctx, stage, opts)?;
+    Ok(built.module.print_to_string().to_string())
+}
+
+/// A verified LLVM module of one kernel, with the target machine it is compiled for and what
+/// a launch needs.
+struct Built<'ctx> {
+    module: inkwell::module::Module<'ctx>,
+    machine: inkwell::targets::TargetMachine,
+    smem_bytes: u32,
+    block_threads: u32,
+}
+
+fn build_module<'ctx>(
+    ctx: &'ctx Context,
+    stage: &tile_gir::GpuStage,
+    opts: &CompileOptions,
+) -> Result<Built<'ctx>, CodegenError> {
     let max_warps = opts.target.max_threads_per_block / opts.target.warp_size;
     if !opts.num_warps.is_power_of_two() || opts.num_warps > max_warps {
         return Err(CodegenError::BadWarps {
@@ -164,16 +229,14 @@ pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Resul
     // The facts compiled with: none for parameters kept out of specialisation (the stage was
     // planned with the same).
     let specialization = ArgSpec::for_kernel(stage.kernel(), &opts.specialization);
-    let prepared = &stage.prepared;
     let kernel = stage.kernel();
     LlvmTarget::initialize_nvptx(&InitializationConfig::default());
-    let ctx = Context::create();
     let module = ctx.create_module(&kernel.name);
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     module.set_triple(&triple);
     let threads = opts.num_warps * opts.target.warp_size;
     let (smem_bytes, block_threads) = lower::lower(
-        &ctx,
+        ctx,
         &module,
         kernel,
         threads,
@@ -197,7 +260,7 @@ pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Resul
         .verify()
         .map_err(|e| CodegenError::Llvm(format!("invalid module: {e}")))?;
     let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    let tm = llvm_target
+    let machine = llvm_target
         .create_target_machine(
             &triple,
             opts.target.sm,
@@ -207,22 +270,11 @@ pub fn compile_stage(stage: &tile_gir::GpuStage, opts: &CompileOptions) -> Resul
             CodeModel::Default,
         )
         .ok_or_else(|| CodegenError::Llvm(format!("no target machine for {}", opts.target.sm)))?;
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let llvm_ir = module.print_to_string().to_string();
-    module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
-        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    let buf = tm
-        .write_to_memory_buffer(&module, FileType::Assembly)
-        .map_err(|e| CodegenError::Llvm(e.to_string()))?;
-    let ptx = String::from_utf8_lossy(buf.as_slice()).into_owned();
-    Ok(Compiled {
-        name: kernel.name.clone(),
-        llvm_ir,
-        ptx,
-        threads_per_block: block_threads,
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    Ok(Built {
+        module,
+        machine,
         smem_bytes,
-        tensor_maps: prepared.maps.clone(),
-        split: stage.split,
+        block_threads,
     })
 }

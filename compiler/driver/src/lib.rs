@@ -26,7 +26,9 @@ use tile_lang::spec::{Case, RunSpec};
 use tile_lang::{check, syntax};
 
 pub use tile_codegen::ptxas::Resources;
-pub use tile_codegen::{ArgSpec, CodegenError, CompileOptions, Compiled, TARGETS, Target, target};
+pub use tile_codegen::{
+    ArgSpec, CodegenError, CodegenTimes, CompileOptions, Compiled, TARGETS, Target, llvm_ir, target,
+};
 pub use tile_gir::assign::GpuPlan;
 pub use tile_gir::split::{self, MAX_SPLIT};
 pub use tile_gir::tma;

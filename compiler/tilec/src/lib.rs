@@ -844,8 +844,8 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             }
         }
         if let Some(l) = &c.lowered {
-            if emit.contains(&Stage::LlvmIr) {
-                write!(out, "{}", l.compiled.llvm_ir)?;
+            if let (true, Some(stage)) = (emit.contains(&Stage::LlvmIr), &c.stage) {
+                write!(out, "{}", tile_driver::llvm_ir(stage, &l.options)?)?;
             }
             // With `-o`, the PTX goes to the file only.
             if emit.contains(&Stage::Ptx) && a.output.is_none() {
@@ -869,12 +869,21 @@ fn cmd_compile(file: &Path, a: &CompileArgs, out: &mut dyn Write, err: &mut dyn 
             let t = &c.timings;
             writeln!(
                 err,
-                "timings: {name}: parse {}, config {}, check {}, rewrite {}, codegen {}, ptxas {}",
+                "timings: {name}: parse {}, config {}, check {}, rewrite {}, codegen {}{}, ptxas {}",
                 ms(Some(src.parse_time)),
                 ms(t.config),
                 ms(t.check),
                 ms(t.rewrite),
                 ms(t.codegen),
+                c.lowered.as_ref().map_or(String::new(), |l| {
+                    let p = l.compiled.times;
+                    format!(
+                        " (lower {}, LLVM opt {}, LLVM PTX {})",
+                        ms(Some(p.lower)),
+                        ms(Some(p.optimize)),
+                        ms(Some(p.emit))
+                    )
+                }),
                 ms(t.ptxas)
             )?;
         }
