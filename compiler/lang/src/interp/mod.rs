@@ -1572,15 +1572,17 @@ fn split_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     )
 }
 
-/// Rounds an f32 value to tf32 (10 explicit mantissa bits), ties to even.
+/// Rounds an f32 value to tf32 (10 explicit mantissa bits) to nearest, ties away from zero: the
+/// GPU's `cvt.rna.tf32.f32`, which the lowering applies to each operand (so 1 + 2^-11 becomes
+/// 1 + 2^-10, where ties to even would give 1). Past the largest tf32 value it rounds to infinity.
 fn round_tf32(x: f64) -> f64 {
     let b = (x as f32).to_bits();
     if !(x as f32).is_finite() {
         return x;
     }
-    let lsb = (b >> 13) & 1;
-    let r = b.wrapping_add(0xfff + lsb) & !0x1fff;
-    f32::from_bits(r) as f64
+    // Adding half of the dropped range to the magnitude bits carries into the kept bits exactly
+    // when the dropped part is at least half: a tie goes up in magnitude, whatever the sign.
+    f32::from_bits(b.wrapping_add(0x1000) & !0x1fff) as f64
 }
 
 /// A tile's elements as `print` shows them: the first [`MAX_PRINTED_ELEMENTS`], then how many
@@ -1608,6 +1610,24 @@ fn fmt_elem(e: Scalar, d: DType) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tf32_rounds_to_nearest_ties_away_from_zero() {
+        let tie = 1.0 + 2f64.powi(-11);
+        // Ties away from zero in both signs (ties to even would give 1 and -1).
+        assert_eq!(super::round_tf32(tie), 1.0 + 2f64.powi(-10));
+        assert_eq!(super::round_tf32(-tie), -(1.0 + 2f64.powi(-10)));
+        // A tie whose lower neighbour is odd goes up too; below and above a tie, to nearest.
+        assert_eq!(super::round_tf32(1.0 + 3.0 * 2f64.powi(-11)), 1.0 + 2f64.powi(-9));
+        assert_eq!(super::round_tf32(1.0 + 2f64.powi(-11) - 2f64.powi(-23)), 1.0);
+        assert_eq!(super::round_tf32(1.0 + 2f64.powi(-11) + 2f64.powi(-23)), 1.0 + 2f64.powi(-10));
+        // Exact tf32 values, zeros, infinities and NaN stay; the largest f32 rounds to infinity.
+        for x in [0.0, -0.0, 1.5, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(super::round_tf32(x).to_bits(), x.to_bits());
+        }
+        assert!(super::round_tf32(f64::NAN).is_nan());
+        assert_eq!(super::round_tf32(f32::MAX as f64), f64::INFINITY);
+    }
+
     use super::*;
 
     fn f32s(name: &str, v: &[f64]) -> Buffer {
