@@ -171,38 +171,76 @@ impl<'c> Lowering<'c, '_> {
         let shape = self.k.ty(v).shape.clone();
         let part = self.thread_part_here(lay)?;
         let strides = crate::layout::strides(&shape);
+        // The index along axis d of an element is ((part ^ reg) >> s) & (n - 1), which is
+        // ((part >> s) & (n - 1)) ^ ((reg >> s) & (n - 1)): the thread's index along each axis is
+        // computed once, and each register's is that index combined with a constant, an `or`
+        // where the constant has no bit the thread's index may have (most layouts), and the
+        // index itself or the constant where one of them is zero. Equal indices and equal
+        // subexpressions are built once (`Remat`): a row's mask is not rebuilt for each of
+        // the row's elements. LLVM would find all of this too, at a cost in compile time.
+        let thread_bits = lay.lane.iter().chain(&lay.warp).fold(0, |m, b| m | b);
+        let field = |x: usize, d: usize| (x >> strides[d].trailing_zeros()) & (shape[d] - 1);
+        let thread_idx: Vec<Option<IntValue<'c>>> = (0..shape.len())
+            .map(|d| {
+                if field(thread_bits, d) == 0 {
+                    return Ok(None);
+                }
+                let sh =
+                    llvm(
+                        self.b
+                            .build_right_shift(part, self.i32c(strides[d].trailing_zeros() as u64), false, ""),
+                    )?;
+                Ok(Some(llvm(self.b.build_and(sh, self.i32c(shape[d] as u64 - 1), ""))?))
+            })
+            .collect::<R<_>>()?;
+        let mut memo = Remat::default();
         let mut out = Vec::with_capacity(lay.regs());
         for r in 0..lay.regs() {
-            let e = self.at(part, lay.reg_part(r))?;
+            let reg = lay.reg_part(r);
             let idx: Vec<IntValue> = (0..shape.len())
                 .map(|d| {
-                    let s =
-                        llvm(
-                            self.b
-                                .build_right_shift(e, self.i32c(strides[d].trailing_zeros() as u64), false, ""),
-                        )?;
-                    llvm(self.b.build_and(s, self.i32c(shape[d] as u64 - 1), ""))
+                    let c = field(reg, d);
+                    let t = thread_idx[d];
+                    if let Some(x) = memo.index.get(&(d, c)) {
+                        return Ok(*x);
+                    }
+                    let x = match t {
+                        None => self.i32c(c as u64),
+                        Some(t) if c == 0 => t,
+                        Some(t) if field(thread_bits, d) & c == 0 => llvm(self.b.build_or(t, self.i32c(c as u64), ""))?,
+                        Some(t) => llvm(self.b.build_xor(t, self.i32c(c as u64), ""))?,
+                    };
+                    memo.index.insert((d, c), x);
+                    Ok(x)
                 })
                 .collect::<R<_>>()?;
-            out.push(self.remat(v, &idx)?);
+            out.push(self.remat(v, &idx, &mut memo)?);
         }
         Ok(Repr::Tile(out))
     }
 
-    /// Tile `v` (see `GpuPlan::recompute_ops`) at multi-index `idx`.
-    fn remat(&mut self, v: ValueId, idx: &[IntValue<'c>]) -> R<inkwell::values::BasicValueEnum<'c>> {
+    /// Tile `v` (see `GpuPlan::recompute_ops`) at multi-index `idx`, each (value, index) built
+    /// once per `memo`.
+    fn remat(
+        &mut self,
+        v: ValueId,
+        idx: &[IntValue<'c>],
+        memo: &mut Remat<'c>,
+    ) -> R<inkwell::values::BasicValueEnum<'c>> {
         if self.k.ty(v).is_scalar() || self.plan.is_splat(self.k, v) {
             return Ok(self.elems(v)[0]);
         }
+        let key = (v, idx.to_vec());
+        if let Some(x) = memo.values.get(&key) {
+            return Ok(*x);
+        }
         let op = self.plan.def(v).expect("recomputable values have defining ops").clone();
-        match &op.kind {
-            OpKind::Arange { start, .. } => {
-                Ok(llvm(self.b.build_int_add(idx[0], self.i32c(*start as u64), ""))?.into())
-            }
+        let x = match &op.kind {
+            OpKind::Arange { start, .. } => llvm(self.b.build_int_add(idx[0], self.i32c(*start as u64), ""))?.into(),
             OpKind::ExpandDims(axis) => {
                 let mut i = idx.to_vec();
                 i.remove(*axis);
-                self.remat(op.operands[0], &i)
+                self.remat(op.operands[0], &i, memo)?
             }
             OpKind::Broadcast => {
                 let sshape = self.k.ty(op.operands[0]).shape.clone();
@@ -210,12 +248,26 @@ impl<'c> Lowering<'c, '_> {
                 let picked: Vec<IntValue> = (0..sshape.len())
                     .map(|d| if sshape[d] == 1 { self.i32c(0) } else { idx[d + off] })
                     .collect();
-                self.remat(op.operands[0], &picked)
+                self.remat(op.operands[0], &picked, memo)?
             }
             _ => {
-                let args = op.operands.iter().map(|o| self.remat(*o, idx)).collect::<R<Vec<_>>>()?;
-                self.element(&op, &args)
+                let args = op
+                    .operands
+                    .iter()
+                    .map(|o| self.remat(*o, idx, memo))
+                    .collect::<R<Vec<_>>>()?;
+                self.element(&op, &args)?
             }
-        }
+        };
+        memo.values.insert(key, x);
+        Ok(x)
     }
+}
+
+/// What one [`Lowering::recompute_in`] has built: each register's index along an axis (keyed by
+/// the axis and the register's constant part), and each recomputed value at each multi-index.
+#[derive(Default)]
+struct Remat<'c> {
+    index: std::collections::HashMap<(usize, usize), IntValue<'c>>,
+    values: std::collections::HashMap<(ValueId, Vec<IntValue<'c>>), inkwell::values::BasicValueEnum<'c>>,
 }

@@ -1619,7 +1619,10 @@ mod tests {
         // A tie whose lower neighbour is odd goes up too; below and above a tie, to nearest.
         assert_eq!(super::round_tf32(1.0 + 3.0 * 2f64.powi(-11)), 1.0 + 2f64.powi(-9));
         assert_eq!(super::round_tf32(1.0 + 2f64.powi(-11) - 2f64.powi(-23)), 1.0);
-        assert_eq!(super::round_tf32(1.0 + 2f64.powi(-11) + 2f64.powi(-23)), 1.0 + 2f64.powi(-10));
+        assert_eq!(
+            super::round_tf32(1.0 + 2f64.powi(-11) + 2f64.powi(-23)),
+            1.0 + 2f64.powi(-10)
+        );
         // Exact tf32 values, zeros, infinities and NaN stay; the largest f32 rounds to infinity.
         for x in [0.0, -0.0, 1.5, f64::INFINITY, f64::NEG_INFINITY] {
             assert_eq!(super::round_tf32(x).to_bits(), x.to_bits());
