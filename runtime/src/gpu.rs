@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     pub(crate) pool: cudarc::driver::sys::CUmemoryPool,
     /// Live allocations made through this runtime (see [`Gpu::live_allocations`]).
     pub(crate) allocations: Arc<Counter>,
+    /// Whether buffers order their uses across streams ([`Gpu::set_stream_ordering`]).
+    pub(crate) ordering: Arc<std::sync::atomic::AtomicBool>,
 }
 
 // SAFETY: the pool handle is a driver object usable from any thread.
@@ -170,6 +172,7 @@ impl Gpu {
             shared: Arc::new(Shared {
                 pool,
                 allocations: Arc::new(Counter::default()),
+                ordering: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             }),
         };
         // Keep freed memory in the pool: with the driver's default (0), every synchronisation
@@ -298,16 +301,16 @@ impl Gpu {
             shared_mem_bytes: dynamic_smem,
         };
         let mut b = stream.inner.cu.launch_builder(&f.func);
-        let ptrs: Vec<u64> = args
-            .iter()
-            .map(|a| match a {
+        let mut ptrs = Vec::with_capacity(args.len());
+        for a in args {
+            ptrs.push(match a {
                 KernelArg::Buffer(d) => {
-                    d.used_on(stream);
+                    d.used_on(stream)?;
                     d.device_ptr()
                 }
                 _ => 0,
-            })
-            .collect();
+            });
+        }
         for (a, p) in args.iter().zip(&ptrs) {
             match a {
                 KernelArg::Buffer(_) => b.arg(p),

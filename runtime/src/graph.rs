@@ -181,7 +181,7 @@ impl Graph {
     /// Replays the graph on `stream` (any stream of the GPU).
     pub fn launch(&self, stream: &Stream) -> Result<(), RuntimeError> {
         for m in &self.keep {
-            m.used_on(stream);
+            m.used_on(stream)?;
         }
         // SAFETY: an instantiated graph of this context; the memory it uses is kept alive.
         drv(unsafe { sys::cuGraphLaunch(self.exec, stream.cu_stream()).result() })

@@ -14,7 +14,7 @@
 //! growable buffers) is counted: [`Gpu::live_allocations`], for tests that check nothing leaks.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
@@ -37,15 +37,69 @@ impl Counter {
 }
 
 /// Something a kernel argument points into: kept alive by graphs that launch kernels on it, and
-/// told about every stream a kernel using it is enqueued on.
+/// told about every stream a kernel or copy using it is enqueued on.
 pub trait Memory: Send + Sync {
-    /// A kernel using this memory was enqueued on `stream`.
-    fn used_on(&self, stream: &Stream);
+    /// A kernel or copy using this memory is about to be enqueued on `stream`: work enqueued on
+    /// `stream` from now on waits for the work enqueued so far on the other streams that used
+    /// it (see [`Gpu::set_stream_ordering`]), and its free waits for `stream`'s.
+    fn used_on(&self, stream: &Stream) -> Result<(), RuntimeError>;
 }
 
-/// The streams a buffer was used on; the last one is where it is freed.
-struct Uses {
-    streams: Vec<Stream>,
+/// The streams a buffer was used on, in order (the last one is where it is freed), and the
+/// ordering of its uses across them.
+pub(crate) struct StreamUses {
+    /// The raw handle of the stream used last, so that a use on the same stream (the common
+    /// case) costs one atomic load.
+    last: AtomicUsize,
+    streams: Mutex<Vec<Stream>>,
+    /// Whether a use on one stream waits for the uses on others ([`Gpu::set_stream_ordering`]).
+    ordering: Arc<AtomicBool>,
+}
+
+impl StreamUses {
+    /// Uses that start on `stream` (an allocation's), or on none yet.
+    pub(crate) fn new(stream: Option<&Stream>, ordering: Arc<AtomicBool>) -> StreamUses {
+        StreamUses {
+            last: AtomicUsize::new(stream.map_or(usize::MAX, |s| s.cu_stream() as usize)),
+            streams: Mutex::new(stream.into_iter().cloned().collect()),
+            ordering,
+        }
+    }
+
+    /// See [`Memory::used_on`].
+    pub(crate) fn note(&self, stream: &Stream) -> Result<(), RuntimeError> {
+        let raw = stream.cu_stream() as usize;
+        if self.last.load(Ordering::Relaxed) == raw {
+            return Ok(());
+        }
+        let mut streams = lock(&self.streams);
+        let on = self.ordering.load(Ordering::Relaxed);
+        // A stream a graph capture records cannot wait for work outside it, nor be waited
+        // for: the graph's own edges order its nodes, and its replay is ordered like a launch.
+        let capture = stream.is_capturing() || streams.iter().any(|s| s != stream && s.is_capturing());
+        if on && !capture {
+            order_after(stream, &streams)?;
+            // Everything the other streams did with the buffer now comes before `stream`'s
+            // next work, its free included: `stream` alone stands for them.
+            streams.clear();
+        } else {
+            streams.retain(|s| s != stream);
+        }
+        streams.push(stream.clone());
+        // After a use left unordered by a capture, the next use takes this slow path even on the
+        // same stream (a replay there must still wait for the uses before the capture).
+        let last = if on && capture { usize::MAX } else { raw };
+        self.last.store(last, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn streams(&self) -> Vec<Stream> {
+        lock(&self.streams).clone()
+    }
+
+    fn take(&self) -> Vec<Stream> {
+        std::mem::take(&mut *lock(&self.streams))
+    }
 }
 
 /// One pool allocation.
@@ -54,10 +108,7 @@ pub(crate) struct Allocation {
     bytes: usize,
     ctx: Arc<CudaContext>,
     counter: Arc<Counter>,
-    /// The raw handle of the stream used last, so that a launch on the same stream (the common
-    /// case) costs one atomic load.
-    last: AtomicUsize,
-    uses: Mutex<Uses>,
+    uses: StreamUses,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -65,15 +116,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Memory for Allocation {
-    fn used_on(&self, stream: &Stream) {
-        let raw = stream.cu_stream() as usize;
-        if self.last.load(Ordering::Relaxed) == raw {
-            return;
-        }
-        let mut uses = lock(&self.uses);
-        uses.streams.retain(|s| s != stream);
-        uses.streams.push(stream.clone());
-        self.last.store(raw, Ordering::Relaxed);
+    fn used_on(&self, stream: &Stream) -> Result<(), RuntimeError> {
+        self.uses.note(stream)
     }
 }
 
@@ -90,21 +134,19 @@ fn order_after(on: &Stream, streams: &[Stream]) -> Result<(), RuntimeError> {
 impl Allocation {
     /// Makes `on` wait for every use of this buffer on other streams so far, and notes `on`.
     pub(crate) fn order_after_uses(&self, on: &Stream) -> Result<(), RuntimeError> {
-        let streams = lock(&self.uses).streams.clone();
-        order_after(on, &streams)?;
-        self.used_on(on);
-        Ok(())
+        order_after(on, &self.uses.streams())?;
+        self.used_on(on)
     }
 }
 
 impl Drop for Allocation {
     fn drop(&mut self) {
-        let uses = std::mem::replace(&mut *lock(&self.uses), Uses { streams: Vec::new() });
-        let Some(free_on) = uses.streams.last() else { return };
+        let streams = self.uses.take();
+        let Some(free_on) = streams.last() else { return };
         // Errors here cannot be returned; the context records them for its next call.
         let r = (|| -> Result<(), RuntimeError> {
             drv(self.ctx.bind_to_thread())?;
-            order_after(free_on, &uses.streams)?;
+            order_after(free_on, &streams)?;
             // SAFETY: the pointer came from cuMemAllocAsync and is freed once, here, after the
             // work on every stream that used it.
             drv(unsafe { cudarc::driver::result::free_async(self.ptr, free_on.cu_stream()) })
@@ -155,7 +197,7 @@ impl DeviceBuffer {
 
     /// Notes that work using this buffer was enqueued on `stream` (launches do this for their
     /// arguments), so that its free waits for that work.
-    pub fn used_on(&self, stream: &Stream) {
+    pub fn used_on(&self, stream: &Stream) -> Result<(), RuntimeError> {
         self.mem.used_on(stream)
     }
 }
@@ -211,10 +253,7 @@ impl Gpu {
                 bytes: size,
                 ctx: self.ctx.clone(),
                 counter: self.shared.allocations.clone(),
-                last: AtomicUsize::new(stream.cu_stream() as usize),
-                uses: Mutex::new(Uses {
-                    streams: vec![stream.clone()],
-                }),
+                uses: StreamUses::new(Some(stream), self.shared.ordering.clone()),
             }),
             len: bytes,
         })
@@ -330,8 +369,8 @@ impl Gpu {
             });
         }
         drv(self.ctx.bind_to_thread())?;
-        src.used_on(stream);
-        dst.used_on(stream);
+        src.used_on(stream)?;
+        dst.used_on(stream)?;
         // SAFETY: both ranges lie in live allocations.
         drv(unsafe { cudarc::driver::result::memcpy_dtod_async(dst.mem.ptr, src.mem.ptr, src.len, stream.cu_stream()) })
     }
@@ -339,9 +378,20 @@ impl Gpu {
     /// Zeroes `buf` on `stream`.
     pub fn memset_zero_on(&self, stream: &Stream, buf: &mut DeviceBuffer) -> Result<(), RuntimeError> {
         drv(self.ctx.bind_to_thread())?;
-        buf.used_on(stream);
+        buf.used_on(stream)?;
         // SAFETY: the range is the allocation.
         drv(unsafe { cudarc::driver::result::memset_d8_async(buf.mem.ptr, 0, buf.mem.bytes, stream.cu_stream()) })
+    }
+
+    /// Whether device buffers order their uses across streams (on by default): a kernel or copy
+    /// enqueued on one stream waits for the work enqueued before on the other streams that used
+    /// one of its buffers (an upload on one stream and a launch reading it on another need no
+    /// synchronisation between them). A stream that stays with a buffer pays one atomic load per
+    /// use; a change of stream costs an event. Off, only frees are ordered, and a program orders
+    /// its streams itself ([`Stream::wait_for`], [`Stream::wait`]). The setting is the GPU's (every
+    /// clone of this `Gpu`), read at each use.
+    pub fn set_stream_ordering(&self, on: bool) {
+        self.shared.ordering.store(on, Ordering::Relaxed);
     }
 
     /// How many allocations this runtime holds on this GPU now: pool buffers, pinned host
@@ -509,7 +559,7 @@ impl Gpu {
             });
         }
         drv(self.ctx.bind_to_thread())?;
-        dst.used_on(stream);
+        dst.used_on(stream)?;
         if src.len > 0 {
             // SAFETY: both ranges are live; the pinned source outlives the copy (see `note`).
             drv(unsafe {
@@ -534,7 +584,7 @@ impl Gpu {
             });
         }
         drv(self.ctx.bind_to_thread())?;
-        src.used_on(stream);
+        src.used_on(stream)?;
         if dst.len > 0 {
             // SAFETY: both ranges are live; the pinned destination outlives the copy.
             drv(unsafe {

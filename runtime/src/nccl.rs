@@ -256,7 +256,7 @@ impl Communicator {
             }
         }
         for (_, b, _) in bufs {
-            b.used_on(stream);
+            b.used_on(stream)?;
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use cudarc::driver::CudaContext;
 use cudarc::driver::sys;
 
 use crate::gpu::{Gpu, RuntimeError, drv};
-use crate::memory::{Counter, Memory, is_oom};
+use crate::memory::{Counter, Memory, StreamUses, is_oom};
 use crate::stream::Stream;
 
 /// What to do to go from `mapped` bytes to at least `want` bytes, in whole chunks.
@@ -63,11 +63,15 @@ pub(crate) struct Reservation {
     device: sys::CUdevice,
     ctx: Arc<CudaContext>,
     counter: Arc<Counter>,
+    /// Uses ordered across streams as a pool buffer's are (growing never disturbs running
+    /// kernels; shrinking synchronises the device first, and the free waits for the device).
+    uses: StreamUses,
 }
 
 impl Memory for Reservation {
-    // Growing never disturbs running kernels; shrinking synchronises the device first.
-    fn used_on(&self, _: &Stream) {}
+    fn used_on(&self, stream: &Stream) -> Result<(), RuntimeError> {
+        self.uses.note(stream)
+    }
 }
 
 impl Reservation {
@@ -295,6 +299,7 @@ impl Gpu {
                 device: self.ctx.cu_device(),
                 ctx: self.ctx.clone(),
                 counter: self.shared.allocations.clone(),
+                uses: StreamUses::new(None, self.shared.ordering.clone()),
             }),
             len: 0,
         })

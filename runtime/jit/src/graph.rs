@@ -148,7 +148,7 @@ impl JitGraph {
     /// Replays the graph on `stream`: one driver call for every node.
     pub fn launch(&self, stream: &Stream) -> Result<(), JitError> {
         for m in &self.keep {
-            m.used_on(stream);
+            m.used_on(stream)?;
         }
         Ok(self.graph.launch(stream)?)
     }

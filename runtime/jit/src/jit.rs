@@ -837,7 +837,7 @@ impl JitKernel {
 
     fn enqueue(&self, stream: &Stream, loaded: &Loaded, grid: [u32; 3], args: &[Arg<'_>]) -> Result<(), JitError> {
         for o in args.iter().filter_map(|a| a.owner) {
-            o.used_on(stream);
+            o.used_on(stream)?;
         }
         self.with_params(loaded, args, |params| {
             // SAFETY: the arguments were checked against the kernel's signature: one value per

@@ -761,6 +761,42 @@ fn a_buffer_used_on_another_stream_is_freed_after_that_work() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn work_on_another_stream_waits_for_the_buffers_last_uses() {
+    // Stream `up` is kept busy, then uploads new contents into `x`; a kernel reading `x` is
+    // enqueued at once on stream `s`, and its result copied back on `up`, with no synchronise
+    // and no event by hand: each buffer makes the next stream wait for its last uses.
+    let g = gpu();
+    let cache = TempDir::new("ordering");
+    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    let n = 1 << 24;
+    let grid = (n as u32).div_ceil(1024);
+    let (up, s) = (g.new_stream().unwrap(), g.new_stream().unwrap());
+    let y = DeviceTensor::upload(&g, &vec![2.0f32; n]).unwrap();
+    let mut busy = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+    let fives = tile_jit::PinnedTensor::from_slice(&g, &vec![5.0f32; n]).unwrap();
+    let mut back = tile_jit::PinnedTensor::<f32>::zeros(&g, n).unwrap();
+    for round in 0..3 {
+        let mut x = DeviceTensor::upload(&g, &vec![1.0f32; n]).unwrap();
+        let mut out = DeviceTensor::<f32>::zeros(&g, n).unwrap();
+        g.synchronize().unwrap();
+        for _ in 0..40 {
+            add.launch_on(&up, grid, &add_args(&y, &y, &mut busy, n)).unwrap();
+        }
+        x.copy_from_pinned(&fives, &up).unwrap();
+        add.launch_on(&s, grid, &add_args(&x, &y, &mut out, n)).unwrap();
+        out.copy_to_pinned(&mut back, &up).unwrap();
+        let got = back.as_slice().unwrap();
+        let wrong = got.iter().filter(|v| **v != 7.0).count();
+        assert_eq!(
+            wrong, 0,
+            "round {round}: {wrong} of {n} elements read `x` before its upload"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn pinned_copies_overlap_on_their_own_streams() {
     let g = gpu();
     let n = 1 << 22;
