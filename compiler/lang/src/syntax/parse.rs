@@ -29,12 +29,7 @@ const CALL_LIMIT: usize = 20_000_000;
 /// Parses a whole `.tile` file.
 pub fn parse(source: &str) -> Result<File, Vec<Diagnostic>> {
     static LIMIT: Once = Once::new();
-    LIMIT.call_once(|| {
-        pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT));
-        // Records the literal tokens tried at the furthest position (`)`, `,`, `"`), which the
-        // rule-based error position misses; `syntax_error` uses them.
-        pest::set_error_detail(true);
-    });
+    LIMIT.call_once(|| pest::set_call_limit(NonZeroUsize::new(CALL_LIMIT)));
 
     if source.len() > MAX_SOURCE_BYTES {
         return Err(vec![Diagnostic::error(
@@ -43,7 +38,7 @@ pub fn parse(source: &str) -> Result<File, Vec<Diagnostic>> {
         )]);
     }
     check_nesting(source)?;
-    let mut pairs = TileParser::parse(Rule::file, source).map_err(|e| vec![syntax_error(source, e)])?;
+    let mut pairs = TileParser::parse(Rule::file, source).map_err(|e| vec![syntax_error(source, detailed_error(source).unwrap_or(e))])?;
     let file = pairs.next().expect("the file rule always yields one pair");
     let mut b = Builder;
     let mut items = Vec::new();
@@ -56,6 +51,20 @@ pub fn parse(source: &str) -> Result<File, Vec<Diagnostic>> {
         }
     }
     Ok(File { items })
+}
+
+/// The error of a source that failed to parse, from a second parse that records the literal
+/// tokens tried at the furthest position (`)`, `,`, `"`), which the rule-based error position
+/// misses (`syntax_error` uses them). Recording them costs about a third of the parse, so the first
+/// parse does without. pest reads the setting when a parse starts; the lock keeps it on for the
+/// whole of this parse (a parse elsewhere that starts meanwhile only records too, slower).
+fn detailed_error(source: &str) -> Option<pest::error::Error<Rule>> {
+    static DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = DETAIL.lock().unwrap_or_else(|e| e.into_inner());
+    pest::set_error_detail(true);
+    let r = TileParser::parse(Rule::file, source);
+    pest::set_error_detail(false);
+    r.err()
 }
 
 /// Refuses bracket nesting deeper than [`MAX_NESTING`] and statements with more than
