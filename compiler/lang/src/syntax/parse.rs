@@ -38,7 +38,8 @@ pub fn parse(source: &str) -> Result<File, Vec<Diagnostic>> {
         )]);
     }
     check_nesting(source)?;
-    let mut pairs = TileParser::parse(Rule::file, source).map_err(|e| vec![syntax_error(source, detailed_error(source).unwrap_or(e))])?;
+    let mut pairs = TileParser::parse(Rule::file, source)
+        .map_err(|e| vec![syntax_error(source, detailed_error(source).unwrap_or(e))])?;
     let file = pairs.next().expect("the file rule always yields one pair");
     let mut b = Builder;
     let mut items = Vec::new();
