@@ -307,10 +307,16 @@ fn divide_axis0(ops: &mut [Op], pid: ValueId, np: ValueId, s: ValueId) {
     }
 }
 
+/// Whether `s` is a split the compiler makes: 1 (none), or 2, 4 or 8 programs. The JIT's disk
+/// cache, the tuner's entries and `tilec --split` accept exactly these.
+pub fn is_valid(s: u32) -> bool {
+    s == 1 || ((2..=MAX_SPLIT).contains(&s) && s.is_power_of_two())
+}
+
 /// `k` with its loop's iterations split over clusters of `s` programs (see the module's doc).
 /// The launch runs `s` times as many programs along grid axis 0.
 pub fn split(k: &Kernel, s: u32) -> Result<Kernel, String> {
-    if !(2..=MAX_SPLIT).contains(&s) || !s.is_power_of_two() {
+    if s == 1 || !is_valid(s) {
         return Err(format!("a split is 2, 4 or 8 programs, not {s}"));
     }
     let site = site(k)?;

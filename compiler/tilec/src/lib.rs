@@ -601,7 +601,7 @@ fn cmd_check(
 /// `--split N`: 1 (none), 2, 4 or 8.
 fn split_arg(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {
-        Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
+        Ok(n) if tile_driver::split::is_valid(n) => Ok(n),
         _ => Err(format!("`{s}` is not a split; a split is 1 (none), 2, 4 or 8 programs")),
     }
 }

@@ -457,7 +457,7 @@ impl DiskCache {
             smem_bytes: u32::try_from(number("smem_bytes")?).map_err(|e| e.to_string())?,
             split: u32::try_from(number("split")?)
                 .ok()
-                .filter(|s| (1..=tile_driver::MAX_SPLIT).contains(s))
+                .filter(|s| tile_driver::split::is_valid(*s))
                 .ok_or("split is not a split the compiler makes")?,
             specialization: field("specialization")?.to_string(),
             target_sm: field("target")?.to_string(),
@@ -971,6 +971,11 @@ pub(crate) mod tests {
             edit_meta(c, k, |m| m.replace("split=4", "split=9"), true)
         });
         assert!(is_corrupt(&bad_split, "split is not a split"), "{bad_split:?}");
+        // In range but not a power of two: not one either.
+        let odd_split = corrupt_with("oddsplit", |c, k| {
+            edit_meta(c, k, |m| m.replace("split=4", "split=3"), true)
+        });
+        assert!(is_corrupt(&odd_split, "split is not a split"), "{odd_split:?}");
 
         let moved = corrupt_with("moved", |c, k| {
             // Another key's entry renamed into this one's place.

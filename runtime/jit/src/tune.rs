@@ -367,7 +367,7 @@ fn parse_entry(key: &TuneKey, text: &str) -> Result<TuneEntry, String> {
                 split = v
                     .parse::<u32>()
                     .ok()
-                    .filter(|s| (2..=tile_driver::MAX_SPLIT).contains(s) && s.is_power_of_two())
+                    .filter(|s| *s > 1 && tile_driver::split::is_valid(*s))
                     .ok_or("bad split")?
             }
             "median_ms" => ms = Some(f64::from_bits(u64::from_str_radix(v, 16).map_err(|_| "bad median_ms")?)),
