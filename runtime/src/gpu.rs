@@ -54,6 +54,14 @@ pub enum RuntimeError {
     SplitGrid { name: String, split: u32, x: u32 },
 }
 
+/// The grid the GPU runs for a launch of `grid` of a kernel split over clusters of `split`
+/// programs: its first extent times the split, or `None` past 2^31 - 1 programs (the driver's
+/// limit). The interpreter runs a split kernel on the same grid (`tilec verify --interpret`).
+pub fn split_grid(grid: [u32; 3], split: u32) -> Option<[u32; 3]> {
+    let x = grid[0].checked_mul(split).filter(|x| *x <= i32::MAX as u32)?;
+    Some([x, grid[1], grid[2]])
+}
+
 fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
@@ -124,8 +132,8 @@ pub struct Function {
 impl Function {
     /// The grid the GPU runs for a launch on `grid`: its first extent times [`Function::split`].
     pub fn launched_grid(&self, grid: [u32; 3]) -> Result<[u32; 3], RuntimeError> {
-        match grid[0].checked_mul(self.split).filter(|x| *x <= i32::MAX as u32) {
-            Some(x) => Ok([x, grid[1], grid[2]]),
+        match split_grid(grid, self.split) {
+            Some(g) => Ok(g),
             None => Err(RuntimeError::SplitGrid {
                 name: self.name.clone(),
                 split: self.split,

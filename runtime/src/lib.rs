@@ -13,7 +13,7 @@ mod timing;
 mod tma;
 pub mod vmm;
 
-pub use gpu::{CuFunction, Function, Gpu, Image, KernelArg, RuntimeError, driver_result};
+pub use gpu::{CuFunction, Function, Gpu, Image, KernelArg, RuntimeError, driver_result, split_grid};
 pub use graph::{Capture, Graph, GraphNode};
 pub use memory::{DeviceBuffer, Memory, PinnedBuffer};
 pub use nccl::{CollectiveType, Communicator, ReduceOp};

@@ -1184,7 +1184,15 @@ fn run_case(
         .split
         .and_then(|s| tile_driver::split::split(kernel, s).ok().map(|k| (k, s)));
     let (interpreted, grid) = match &split {
-        Some((k, s)) => (k, [p.grid[0].saturating_mul(*s), p.grid[1], p.grid[2]]),
+        Some((k, s)) => (
+            k,
+            tile_jit::split_grid(p.grid, *s).ok_or_else(|| {
+                format!(
+                    "a split of {s} runs {} x {s} programs along axis 0, past the 2^31 - 1 a launch may have",
+                    p.grid[0]
+                )
+            })?,
+        ),
         None => (kernel, p.grid),
     };
     let printed = interp::run_limited(interpreted, grid, &p.args, &mut p.buffers, &opts.limits)

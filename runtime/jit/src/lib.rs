@@ -95,7 +95,7 @@ pub use jit::{
 pub use tensor::{DeviceMemory, DeviceTensor, Element, GrowableTensor, PinnedTensor};
 pub use tile_runtime::{
     DeviceBuffer, Event, Function, Gpu, Image, KernelArg, MemSyncDomain, Memory, RuntimeError, Stream, TensorMap,
-    TimingOptions, Timings,
+    TimingOptions, Timings, split_grid,
 };
 
 /// Re-exported so that callers name compile-time values, dtypes and half floats with the same
