@@ -93,8 +93,16 @@ impl StreamUses {
         Ok(())
     }
 
-    fn streams(&self) -> Vec<Stream> {
-        lock(&self.streams).clone()
+    /// Makes `on` wait for the work enqueued so far on every other stream that used the buffer,
+    /// whatever the ordering setting (a copy to or from the host), and notes `on` as standing for
+    /// them.
+    fn order_all(&self, on: &Stream) -> Result<(), RuntimeError> {
+        let mut streams = lock(&self.streams);
+        order_after(on, &streams)?;
+        streams.clear();
+        streams.push(on.clone());
+        self.last.store(on.cu_stream() as usize, Ordering::Relaxed);
+        Ok(())
     }
 
     fn take(&self) -> Vec<Stream> {
@@ -134,8 +142,7 @@ fn order_after(on: &Stream, streams: &[Stream]) -> Result<(), RuntimeError> {
 impl Allocation {
     /// Makes `on` wait for every use of this buffer on other streams so far, and notes `on`.
     pub(crate) fn order_after_uses(&self, on: &Stream) -> Result<(), RuntimeError> {
-        order_after(on, &self.uses.streams())?;
-        self.used_on(on)
+        self.uses.order_all(on)
     }
 }
 

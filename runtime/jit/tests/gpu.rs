@@ -48,6 +48,15 @@ fn opts(cache: &TempDir) -> JitOptions {
     }
 }
 
+/// `vector_add` at BLOCK = 1024 on `g`, compiled into a fresh cache named `tag` (returned, so that
+/// it lives as long as the test).
+fn vector_add_1024(g: &Gpu, tag: &str) -> (TempDir, tile_jit::JitKernel) {
+    let cache = TempDir::new(tag);
+    let jit = Jit::new(g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
+    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    (cache, add)
+}
+
 fn inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
     let x = (0..n).map(|i| (i % 1000) as f32 * 0.25 - 7.0).collect();
     let y = (0..n).map(|i| (i % 17) as f32 * -1.5 + 0.125).collect();
@@ -735,9 +744,7 @@ fn a_buffer_used_on_another_stream_is_freed_after_that_work() {
     // again on the default stream and overwritten. The free waits for `s`, so the kernel still
     // reads its own data.
     let g = gpu();
-    let cache = TempDir::new("streams");
-    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
-    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    let (_cache, add) = vector_add_1024(&g, "streams");
     let n = 1 << 26;
     let s = g.new_stream().unwrap();
     let y = DeviceTensor::upload(&g, &vec![2.0f32; n]).unwrap();
@@ -766,9 +773,7 @@ fn work_on_another_stream_waits_for_the_buffers_last_uses() {
     // enqueued at once on stream `s`, and its result copied back on `up`, with no synchronise
     // and no event by hand: each buffer makes the next stream wait for its last uses.
     let g = gpu();
-    let cache = TempDir::new("ordering");
-    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
-    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    let (_cache, add) = vector_add_1024(&g, "ordering");
     let n = 1 << 24;
     let grid = (n as u32).div_ceil(1024);
     let (up, s) = (g.new_stream().unwrap(), g.new_stream().unwrap());
@@ -821,9 +826,7 @@ fn pinned_copies_overlap_on_their_own_streams() {
 #[ignore = "needs a CUDA GPU"]
 fn growable_buffers_grow_in_place_keeping_their_contents() {
     let g = gpu();
-    let cache = TempDir::new("vmm");
-    let jit = Jit::new(&g, Source::Static(VECTOR_ADD), opts(&cache)).unwrap();
-    let add = jit.kernel("vector_add", &[("BLOCK", ConstValue::Int(1024))]).unwrap();
+    let (_cache, add) = vector_add_1024(&g, "vmm");
     let before = g.live_allocations();
     let mut buf = tile_jit::GrowableTensor::<f32>::reserve(&g, 1 << 28, 0).unwrap();
     let base = buf.device_ptr();
