@@ -368,7 +368,7 @@ impl GpuPlan {
             OpKind::ExpandDims(_) | OpKind::Reshape if self.layouts.contains_key(&op.results[0]) => {
                 Some(self.layout(k, op.results[0]).with_shape(&k.ty(v).shape))
             }
-            OpKind::Broadcast if self.broadcast_in_registers(k, op).is_some() => None,
+            OpKind::Broadcast if self.broadcast_held(k, op) => None,
             OpKind::Dot(_) if i < 2 && self.mma(op.results[0]).is_some() => None,
             // A TMA store writes its tile into the staging buffer from any layout.
             OpKind::StoreBlock { .. } => None,
@@ -486,6 +486,23 @@ impl GpuPlan {
             return None;
         }
         self.layout(k, op.results[0]).broadcast_from(&self.layout(k, src))
+    }
+
+    /// Whether [`broadcast_in_registers`](Self::broadcast_in_registers) is `Some`, without
+    /// building the map (the estimate asks this of every broadcast of every candidate).
+    pub fn broadcast_held(&self, k: &Kernel, op: &Op) -> bool {
+        let src = op.operands[0];
+        !k.ty(src).is_scalar() && self.layout(k, op.results[0]).broadcast_held(&self.layout(k, src))
+    }
+
+    /// The distinct source registers a broadcast held in registers repeats (what its result
+    /// really occupies), when it is held in registers.
+    pub fn broadcast_distinct(&self, k: &Kernel, op: &Op) -> Option<usize> {
+        let src = op.operands[0];
+        if k.ty(src).is_scalar() {
+            return None;
+        }
+        self.layout(k, op.results[0]).broadcast_distinct(&self.layout(k, src))
     }
 
     /// The reduction `op` runs in its operand's layout (blocked or not, when its bases each move

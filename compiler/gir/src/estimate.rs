@@ -102,7 +102,7 @@ pub fn scratch_uses(k: &Kernel, plan: &GpuPlan, f: &mut dyn FnMut(&Op, u32, bool
         match &op.kind {
             OpKind::Broadcast
                 if !src().is_scalar()
-                    && plan.broadcast_in_registers(k, op).is_none()
+                    && !plan.broadcast_held(k, op)
                     && plan.recompute_ops(k, op.operands[0], RECOMPUTE_OPS).is_none() =>
             {
                 want(tile_bytes(src()))

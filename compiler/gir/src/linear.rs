@@ -199,12 +199,34 @@ pub struct AxisReduce {
     /// The result's layout (the input's, without the axis: threads that differed only along
     /// the axis hold copies).
     pub out: LinearLayout,
-    /// For each result register, the input registers it folds, in order.
-    pub groups: Vec<Vec<usize>>,
+    /// The input's register bits that stay (one result register for each of their values)
+    /// and those folded away; [`groups`](Self::groups) spells out which registers each result
+    /// folds (built only where code is emitted: a tile of 2^18 elements has thousands).
+    keep: Vec<usize>,
+    fold: Vec<usize>,
     /// Lane bits along the axis: one butterfly shuffle each (`shfl.xor` masks).
     pub lane_masks: Vec<u32>,
     /// Warp-index bits along the axis: partials exchanged through shared memory.
     pub warp_masks: Vec<u32>,
+}
+
+impl AxisReduce {
+    /// For each result register, the input registers it folds, in order.
+    pub fn groups(&self) -> Vec<Vec<usize>> {
+        let spread = |bits: &[usize], v: usize| {
+            bits.iter()
+                .enumerate()
+                .filter(|(j, _)| v >> j & 1 == 1)
+                .fold(0, |acc, (_, i)| acc | 1 << i)
+        };
+        (0..1usize << self.keep.len())
+            .map(|o| {
+                (0..1usize << self.fold.len())
+                    .map(|f| spread(&self.keep, o) | spread(&self.fold, f))
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 impl LinearLayout {
@@ -257,31 +279,21 @@ impl LinearLayout {
             lane,
             warp,
         };
-        let spread = |bits: &[usize], v: usize| {
-            bits.iter()
-                .enumerate()
-                .filter(|(j, _)| v >> j & 1 == 1)
-                .fold(0, |acc, (_, i)| acc | 1 << i)
-        };
-        let groups = (0..1usize << keep.len())
-            .map(|o| {
-                (0..1usize << fold.len())
-                    .map(|f| spread(&keep, o) | spread(&fold, f))
-                    .collect()
-            })
-            .collect();
         Some(AxisReduce {
             out,
-            groups,
+            keep,
+            fold,
             lane_masks,
             warp_masks,
         })
     }
 
     /// For a broadcast of a tile held in layout `src` to this layout (leading axes added, axes of
-    /// size 1 stretched): the source register that holds each of this layout's registers'
-    /// element, when every thread already holds it (else `None`).
-    pub fn broadcast_from(&self, src: &LinearLayout) -> Option<Vec<usize>> {
+    /// size 1 stretched): the source flat index each of this layout's register bits selects,
+    /// when every thread already holds its elements (else `None`). Linear algebra on the bases
+    /// alone: the lanes and warps must select what the source's do, and each register image must
+    /// lie in the span of the source's register images.
+    fn broadcast_images(&self, src: &LinearLayout) -> Option<Vec<usize>> {
         let off = self.shape.len() - src.shape.len();
         let (rst, sst) = (crate::layout::strides(&self.shape), crate::layout::strides(&src.shape));
         let project = |b: usize| -> usize {
@@ -294,6 +306,28 @@ impl LinearLayout {
         if !same(&self.lane, &src.lane) || !same(&self.warp, &src.warp) {
             return None;
         }
+        let held = echelon(&src.reg);
+        let images: Vec<usize> = self.reg.iter().map(|b| project(*b)).collect();
+        images.iter().all(|x| reduce(&held, *x) == 0).then_some(images)
+    }
+
+    /// Whether a broadcast from `src` to this layout needs no data movement
+    /// ([`broadcast_from`](Self::broadcast_from) is `Some`), without building its map.
+    pub fn broadcast_held(&self, src: &LinearLayout) -> bool {
+        self.broadcast_images(src).is_some()
+    }
+
+    /// How many distinct source registers a broadcast from `src` held in registers repeats (the
+    /// registers its result really needs), without building its map.
+    pub fn broadcast_distinct(&self, src: &LinearLayout) -> Option<usize> {
+        self.broadcast_images(src).map(|images| 1 << rank(&images))
+    }
+
+    /// For a broadcast of a tile held in layout `src` to this layout (leading axes added, axes of
+    /// size 1 stretched): the source register that holds each of this layout's registers'
+    /// element, when every thread already holds it (else `None`).
+    pub fn broadcast_from(&self, src: &LinearLayout) -> Option<Vec<usize>> {
+        let images = self.broadcast_images(src)?;
         // The first source register holding each flat index (a map, not a search per register:
         // tiles of 2^18 elements have thousands of registers a thread).
         let mut first: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
@@ -301,25 +335,33 @@ impl LinearLayout {
             first.entry(src.reg_part(s)).or_insert(s);
         }
         (0..self.regs())
-            .map(|r| first.get(&project(self.reg_part(r))).copied())
+            .map(|r| first.get(&xor_of(&images, r)).copied())
             .collect()
     }
 }
 
-/// Rank over GF(2) of a set of bit vectors.
-pub fn rank(vectors: &[usize]) -> usize {
+/// A basis of the span of `vectors` over GF(2), in row-echelon order (leading bits
+/// descending).
+fn echelon(vectors: &[usize]) -> Vec<usize> {
     let mut basis: Vec<usize> = Vec::new();
     for &v in vectors {
-        let mut x = v;
-        for b in &basis {
-            x = x.min(x ^ b);
-        }
+        let x = reduce(&basis, v);
         if x != 0 {
             basis.push(x);
             basis.sort_unstable_by(|a, b| b.cmp(a));
         }
     }
-    basis.len()
+    basis
+}
+
+/// `x` reduced by an [`echelon`] basis: zero exactly when `x` lies in its span.
+fn reduce(basis: &[usize], x: usize) -> usize {
+    basis.iter().fold(x, |x, b| x.min(x ^ b))
+}
+
+/// Rank over GF(2) of a set of bit vectors.
+pub fn rank(vectors: &[usize]) -> usize {
+    echelon(vectors).len()
 }
 
 impl fmt::Display for LinearLayout {
@@ -399,9 +441,9 @@ mod tests {
             let threads = 32 << l.warp.len();
             for axis in [0, 1] {
                 let Some(red) = l.reduce_axis(axis) else { continue };
-                assert_eq!(red.out.regs(), red.groups.len());
+                assert_eq!(red.out.regs(), red.groups().len());
                 for t in 0..threads {
-                    for (o, g) in red.groups.iter().enumerate() {
+                    for (o, g) in red.groups().iter().enumerate() {
                         // The elements this thread and its partners (lane and warp masks) fold.
                         let mut seen = Vec::new();
                         let lane_combos = 1 << red.lane_masks.len();
@@ -498,6 +540,33 @@ mod tests {
             // The per-row statistics broadcast back in registers too.
             let per_row = red.out.with_shape(&[rows, 1]);
             assert!(l.broadcast_from(&per_row).is_some());
+        }
+    }
+
+    /// The basis-only answers agree with the per-register map on every pair of row, blocked
+    /// and reduced layouts these shapes give.
+    #[test]
+    fn broadcast_checks_agree_with_the_map() {
+        for (shape, threads, max_vec) in [(vec![4, 1024], 128, 4), (vec![16, 64], 256, 8), (vec![64, 64], 128, 4)] {
+            let (rows, cols) = (shape[0], shape[1]);
+            let dests = [
+                LinearLayout::rows(&shape, threads, max_vec),
+                LinearLayout::blocked(&shape, threads, max_vec),
+            ];
+            for l in &dests {
+                let srcs = [
+                    l.reduce_axis(0).map(|r| r.out.with_shape(&[1, cols])),
+                    l.reduce_axis(1).map(|r| r.out.with_shape(&[rows, 1])),
+                    Some(LinearLayout::blocked(&[rows, 1], threads, max_vec)),
+                    Some(LinearLayout::blocked(&[cols], threads, max_vec)),
+                ];
+                for src in srcs.iter().flatten() {
+                    let map = l.broadcast_from(src);
+                    assert_eq!(l.broadcast_held(src), map.is_some(), "{l} from {src}");
+                    let distinct = map.map(|m| m.into_iter().collect::<std::collections::HashSet<_>>().len());
+                    assert_eq!(l.broadcast_distinct(src), distinct, "{l} from {src}");
+                }
+            }
         }
     }
 

@@ -431,8 +431,9 @@ impl<'c> Lowering<'c, '_> {
     ) -> R<Vec<Vec<BasicValueEnum<'c>>>> {
         let at = |r: usize| -> Vec<BasicValueEnum<'c>> { vals.iter().map(|v| v[r]).collect() };
         // accs[o]: the values of result register o, one per tile.
-        let mut accs = Vec::with_capacity(red.groups.len());
-        for g in &red.groups {
+        let groups = red.groups();
+        let mut accs = Vec::with_capacity(groups.len());
+        for g in &groups {
             let mut acc = at(g[0]);
             for i in &g[1..] {
                 acc = combine(self, &acc, &at(*i))?;

@@ -259,7 +259,7 @@ impl<'c> Lowering<'c, '_> {
             | OpKind::ReduceWith { .. } => true,
             OpKind::Broadcast => {
                 self.k.ty(op.operands[0]).is_scalar()
-                    || self.plan.broadcast_in_registers(self.k, op).is_some()
+                    || self.plan.broadcast_held(self.k, op)
                     || self
                         .plan
                         .recompute_ops(self.k, op.operands[0], tile_gir::assign::RECOMPUTE_OPS)

@@ -211,6 +211,10 @@ pub enum Verdict {
     Tie(f64),
     /// The kernel does not check with these values (its message).
     Invalid(String),
+    /// The problem breaks one of the kernel's `#[requires(..)]` clauses with these values
+    /// (what the clause read), where other candidates satisfy them all: the launch would be
+    /// refused.
+    Breaks(String),
 }
 
 impl fmt::Display for Verdict {
@@ -226,6 +230,7 @@ impl fmt::Display for Verdict {
             Verdict::Slower(x) => write!(f, "slower by the model: x{x:.2}"),
             Verdict::Tie(x) => write!(f, "tied by the model (x{x:.2}); the tie-break took the chosen one"),
             Verdict::Invalid(m) => write!(f, "does not check: {m}"),
+            Verdict::Breaks(m) => write!(f, "breaks the kernel's #[requires]: {m}"),
         }
     }
 }
@@ -562,6 +567,40 @@ impl Problem {
             specialization: self.facts(k),
         })
     }
+}
+
+/// `f` of every item, in order, on up to 8 threads where there are enough items to share
+/// (the configuration step estimates every candidate; they are independent).
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    const PER_THREAD: usize = 4;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8)
+        .min(items.len() / PER_THREAD);
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break out };
+                        out.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// A candidate's verdict by its estimate alone: over the register budget, over the shared
@@ -907,8 +946,12 @@ pub fn choose_with(
     let (configs, tuned) = candidates_on(src, file, kernel, &pins, &prob)?;
     let max_warps = t.target.max_threads_per_block / t.target.warp_size;
     let computed = check::find_kernel(file, kernel).map_or_else(Vec::new, check::launch::computed_names);
+    let requires = check::find_kernel(file, kernel).map_or_else(Vec::new, check::launch::requirements);
     let mut cands = Vec::new();
     let mut splittable = Vec::new();
+    let mut checked: Vec<(Bindings, Result<Kernel, String>)> = Vec::new();
+    // The candidates that check, with their launches, estimated together below.
+    let mut pending = Vec::new();
     for config in configs {
         if !config.num_warps.is_power_of_two() || config.num_warps > max_warps {
             cands.push(Candidate {
@@ -919,11 +962,22 @@ pub fn choose_with(
             });
             continue;
         }
-        let k = match check::check_kernel_at(src, file, kernel, &config.consts, &prob.sizes) {
-            Ok(k) => k,
-            Err(d) => {
+        // Warps and stages do not change the checked kernel: one check per binding of the
+        // compile-time values.
+        let i = match checked.iter().position(|(c, _)| *c == config.consts) {
+            Some(i) => i,
+            None => {
+                let k = check::check_kernel_at(src, file, kernel, &config.consts, &prob.sizes)
+                    .map_err(|d| first_message(&d));
+                checked.push((config.consts.clone(), k));
+                checked.len() - 1
+            }
+        };
+        let k = match &checked[i].1 {
+            Ok(k) => k.clone(),
+            Err(message) => {
                 cands.push(Candidate {
-                    verdict: Verdict::Invalid(first_message(&d)),
+                    verdict: Verdict::Invalid(message.clone()),
                     config,
                     estimate: None,
                     kernel: None,
@@ -954,24 +1008,52 @@ pub fn choose_with(
                 continue;
             }
         };
-        let e = estimate(&k, config.num_warps, config.num_stages, config.split, &launch, t);
+        // A clause the problem breaks with these values (and, below, satisfies with others).
+        let int_arg = |name: &str| {
+            k.params
+                .iter()
+                .find(|p| p.name == name)
+                .and_then(|p| launch.scalars.get(&p.value))
+                .copied()
+        };
+        let broken = check::launch::check_requirements(&requires, &k.consts, &int_arg)
+            .err()
+            .map(|d| d.label);
+        pending.push((cands.len(), launch, broken));
+        cands.push(Candidate {
+            config,
+            verdict: Verdict::Slower(1.0),
+            estimate: None,
+            kernel: Some(k),
+        });
+    }
+    // Clauses that every candidate breaks say nothing about the choice (the launch, or the
+    // default problem, breaks them whatever the values): the launch's own check reports them.
+    let requires_choose = pending.iter().any(|(_, _, broken)| broken.is_none());
+    let estimates = parallel_map(&pending, |(i, launch, _)| {
+        let (c, k) = (&cands[*i], cands[*i].kernel.as_ref().expect("a checked candidate"));
+        estimate(k, c.config.num_warps, c.config.num_stages, c.config.split, launch, t)
+    });
+    for ((i, launch, broken), e) in pending.into_iter().zip(estimates) {
+        let c = &mut cands[i];
+        c.verdict = match broken {
+            Some(m) if requires_choose => Verdict::Breaks(m),
+            _ => verdict_of(&e, t),
+        };
         // A grid that leaves SMs idle may split its loop over a cluster (`tile_gir::split`):
         // the most programs that still run in one wave, 2 to 8. Pinned splits are kept.
         let split = (t.sms as u64 / e.programs.max(1)).min(MODEL_MAX_SPLIT as u64) as u32;
         if pins.split.is_none()
             && split >= 2
             && t.target.clusters
-            && verdict_of(&e, t) == Verdict::Slower(1.0)
-            && tile_gir::split::splittable(&k).is_ok()
+            && c.verdict == Verdict::Slower(1.0)
+            && c.kernel
+                .as_ref()
+                .is_some_and(|k| tile_gir::split::splittable(k).is_ok())
         {
-            splittable.push((cands.len(), 1 << split.ilog2(), launch));
+            splittable.push((i, 1 << split.ilog2(), launch));
         }
-        cands.push(Candidate {
-            config,
-            verdict: verdict_of(&e, t),
-            estimate: Some(e),
-            kernel: Some(k),
-        });
+        c.estimate = Some(e);
     }
     // The splits, estimated where they may win: a split of `s` takes at least `1 / s` of the
     // time (the loop's share); those whose bound is not faster than the fastest so far are

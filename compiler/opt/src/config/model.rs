@@ -310,11 +310,31 @@ fn transient_tiles(k: &Kernel) -> HashSet<ValueId> {
 /// `ptr + offset` that is itself such a tile, or a loop-carried value that is one (its initial
 /// value, next value and argument).
 fn copy_pointers(k: &Kernel, staged: &HashSet<ValueId>) -> HashSet<ValueId> {
-    let mut users: HashMap<ValueId, Vec<Op>> = HashMap::new();
+    // Each use as what the rules below read of it: the kind of op (a staged load's result
+    // counts as such), its first operand and first result.
+    #[derive(Clone, Copy)]
+    enum Use {
+        Load { staged: bool },
+        PtrAdd,
+        Carry,
+        Other,
+    }
+    let mut users: HashMap<ValueId, Vec<(Use, ValueId, Option<ValueId>)>> = HashMap::new();
     let mut carried: Vec<(ValueId, ValueId, ValueId, ValueId)> = Vec::new();
     k.walk(&mut |op| {
+        let kind = match op.kind {
+            OpKind::Load { .. } => Use::Load {
+                staged: staged.contains(&op.results[0]),
+            },
+            OpKind::PtrAdd => Use::PtrAdd,
+            OpKind::Yield | OpKind::For { .. } => Use::Carry,
+            _ => Use::Other,
+        };
         for v in &op.operands {
-            users.entry(*v).or_default().push(op.clone());
+            users
+                .entry(*v)
+                .or_default()
+                .push((kind, op.operands[0], op.results.first().copied()));
         }
         if let OpKind::For { .. } = op.kind {
             let body = &op.regions[0];
@@ -337,14 +357,18 @@ fn copy_pointers(k: &Kernel, staged: &HashSet<ValueId>) -> HashSet<ValueId> {
         let before = set.len();
         let snapshot = set.clone();
         set.retain(|v| {
-            users.get(v).into_iter().flatten().all(|u| match u.kind {
-                OpKind::Load { .. } => u.operands[0] == *v && staged.contains(&u.results[0]),
-                OpKind::PtrAdd => u.operands[0] == *v && snapshot.contains(&u.results[0]),
-                OpKind::Yield | OpKind::For { .. } => carried
-                    .iter()
-                    .any(|(i, a, n, _)| (*i == *v || *n == *v) && snapshot.contains(a)),
-                _ => false,
-            })
+            users
+                .get(v)
+                .into_iter()
+                .flatten()
+                .all(|(kind, first, result)| match kind {
+                    Use::Load { staged } => first == v && *staged,
+                    Use::PtrAdd => first == v && result.is_some_and(|r| snapshot.contains(&r)),
+                    Use::Carry => carried
+                        .iter()
+                        .any(|(i, a, n, _)| (*i == *v || *n == *v) && snapshot.contains(a)),
+                    Use::Other => false,
+                })
         });
         for (init, arg, next, res) in &carried {
             if !(set.contains(init) && set.contains(arg) && set.contains(next)) {
@@ -369,9 +393,8 @@ pub fn registers(k: &Kernel, plan: &GpuPlan) -> u32 {
         // A broadcast in registers repeats its source's registers (a per-row statistic over
         // the row): it holds only the distinct ones.
         OpKind::Broadcast => {
-            if let Some(map) = plan.broadcast_in_registers(k, op) {
-                let distinct: HashSet<usize> = map.into_iter().collect();
-                repeats.insert(op.results[0], distinct.len());
+            if let Some(distinct) = plan.broadcast_distinct(k, op) {
+                repeats.insert(op.results[0], distinct);
             }
         }
         _ => {}
