@@ -353,7 +353,8 @@ impl Gpu {
     }
 
     /// The JIT's launch: no builder, no allocation; `params` holds one pointer per kernel
-    /// parameter, each to that parameter's value.
+    /// parameter, each to that parameter's value. `grid` is the kernel's own: a split kernel
+    /// runs [`Function::launched_grid`] of it, as every other launch does.
     ///
     /// # Safety
     /// `params` must match `f`'s signature in count and sizes, and every device address in them
@@ -367,6 +368,7 @@ impl Gpu {
         dynamic_smem: u32,
         params: &mut [*mut c_void],
     ) -> Result<(), RuntimeError> {
+        let grid = f.launched_grid(grid)?;
         // Launches may come from any thread; the context must be current on this one. The
         // thread remembers the context it bound last, so the usual launch asks the driver
         // nothing; if other code switched contexts since, the launch fails and is retried.

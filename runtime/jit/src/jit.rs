@@ -183,6 +183,12 @@ impl LoadedKernel {
     pub fn specialization(&self) -> &str {
         &self.0.specialization
     }
+    /// Programs the GPU runs for each program of a launch's grid along axis 0: more than 1
+    /// where the loop is split over a thread-block cluster (every launch of the JIT multiplies
+    /// the grid by it; a launch through [`cu_function`](Self::cu_function) must too).
+    pub fn split(&self) -> u32 {
+        self.0.func.split
+    }
     /// Whether this process compiled it or read it from the disk cache.
     pub fn origin(&self) -> Origin {
         self.0.origin

@@ -399,7 +399,7 @@ fn host_matmul(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
 fn tensor_maps_through_the_jit() {
     let cache = TempDir::new("tma");
     let g = gpu();
-    let run = |jit: &Jit, m: usize, n: usize, k: usize, seed: usize| -> (Vec<f32>, Vec<f32>, usize) {
+    let run = |jit: &Jit, m: usize, n: usize, k: usize, seed: usize| -> (Vec<f32>, Vec<f32>, usize, u32) {
         let kern = jit
             .kernel(
                 "mm_desc",
@@ -423,14 +423,16 @@ fn tensor_maps_through_the_jit() {
             Arg::i32(n as i32),
             Arg::i32(k as i32),
         ];
-        let maps = kern.prepare(&args).unwrap().tensor_maps();
+        let loaded = kern.prepare(&args).unwrap();
+        let (maps, split) = (loaded.tensor_maps(), loaded.split());
         let grid = (m.div_ceil(128) * n.div_ceil(128)) as u32;
         kern.launch(grid, &args).unwrap();
         // Again with the same tensors: the maps are found, not encoded again.
         kern.launch(grid, &args).unwrap();
-        (c.download().unwrap(), host_matmul(&ah, &bh, m, n, k), maps)
+        (c.download().unwrap(), host_matmul(&ah, &bh, m, n, k), maps, split)
     };
     let jit = Jit::new(&g, Source::Static(DESCRIPTORS), opts(&cache)).unwrap();
+    let mut splits = Vec::new();
     // Aligned rows: both operands through the TMA engine; ragged M and a K that ends in a partial
     // block exercise the zero fill.
     // K = 0: empty A and B (C = 0), their maps read a zeroed box.
@@ -440,23 +442,28 @@ fn tensor_maps_through_the_jit() {
         (77, 128, 320, 3),
         (64, 128, 0, 6),
     ] {
-        let (got, want, maps) = run(&jit, m, n, k, seed);
+        let (got, want, maps, split) = run(&jit, m, n, k, seed);
+        splits.push(split);
         // A and B through the TMA engine, and C's store too where the plan for this launch
         // leaves room for its staging buffer.
         assert!(
             maps >= 2,
             "{m}x{n}x{k}: both loaded descriptors should be copied by TMA ({maps} maps)"
         );
-        assert_eq!(got, want, "{m}x{n}x{k}");
+        assert_eq!(got, want, "{m}x{n}x{k} (split {split})");
     }
+    // The handle plans for the run spec's largest case (12 programs), where the model splits the
+    // loop over clusters of 2: the JIT's launches run twice the grid (a launch of the grid
+    // given left half the tiles unwritten).
+    assert!(splits.iter().any(|s| *s > 1), "no split plan was launched: {splits:?}");
     // Rows that are not 16-byte aligned: the same kernel through pointers.
-    let (got, want, maps) = run(&jit, 100, 97, 150, 4);
+    let (got, want, maps, _) = run(&jit, 100, 97, 150, 4);
     assert_eq!(maps, 0);
     assert_eq!(got, want);
     // A fresh JIT reads the specialisation, tensor maps included, from the disk cache.
     let maps_before = run(&jit, 200, 256, 192, 5).2;
     let again = Jit::new(&g, Source::Static(DESCRIPTORS), opts(&cache)).unwrap();
-    let (got, want, maps) = run(&again, 200, 256, 192, 5);
+    let (got, want, maps, _) = run(&again, 200, 256, 192, 5);
     assert_eq!((maps, again.stats().compiled), (maps_before, 0));
     assert_eq!(got, want);
 }
