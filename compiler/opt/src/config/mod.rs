@@ -74,6 +74,10 @@ pub const DEFAULT_GRID: u32 = 4096;
 /// (`tile_jit::tune`).
 pub const TIE: f64 = 0.01;
 
+/// The share of its register budget above which a tied candidate without tensor cores is taken
+/// only when no tied one stays under it (the tie-break in `choose_with`).
+pub const CROWDED_REGS: f64 = 0.8;
+
 /// How far above its even share of DRAM bandwidth one SM can stream when the grid leaves others
 /// idle: a decode-shaped GEMM's 64 programs on the H100's 132 SMs streamed W as fast as 128
 /// did (M = 1, K = N = 4096: 0.0200 against 0.0205 ms, bench/records/2026-12-07h-h100).
@@ -1113,9 +1117,15 @@ pub fn choose_with(
     // then the cheaper estimate, then enumeration order (docs/gpu.md).
     // A candidate without any of these keeps the fewer-stages key, which sorts first.
     let tensor = |e: &Estimate| e.work.mma_flops + e.work.wgmma_flops > 0.0;
+    // Before all of these: a candidate without tensor cores whose estimate is near its register
+    // budget loses to one comfortably under it (the walk misses some of ptxas's registers:
+    // softmax_online bf16 at 16384 columns, 8 warps, estimated 108 of 128, took 128 and spilled
+    // 4 B on the H100, 2026-12-08; 16 warps, estimated 66, tied with it).
+    let crowded = |e: &Estimate| !tensor(e) && e.registers as f64 > CROWDED_REGS * e.reg_budget as f64;
     let key = |c: &Candidate| {
         let e = c.estimate.as_ref().unwrap();
         (
+            crowded(e),
             c.config.num_warps,
             c.config.split,
             !e.wgmma_in_flight,
