@@ -536,8 +536,10 @@ pub fn prepare(spec: &RunSpec, case: &Case, kernel: &Kernel, seed: u64) -> Resul
 /// this keeps one case under a gigabyte of host memory.
 pub const MAX_CASE_ELEMENTS: u64 = 1 << 24;
 
-/// Refuses a case whose buffers hold more than [`MAX_CASE_ELEMENTS`] in all, before any is made.
-fn check_case_elements(spec: &RunSpec, plan: &Plan) -> Result<(), Diagnostic> {
+/// Refuses a case whose buffers hold more than [`MAX_CASE_ELEMENTS`] in all, before any is made
+/// (`prepare` asks it; the suite asks it of every GPU test file's cases, which run on the GPU
+/// only through `tilec verify`).
+pub fn check_case_elements(spec: &RunSpec, plan: &Plan) -> Result<(), Diagnostic> {
     let total = plan.args.iter().fold(0u64, |t, a| t.saturating_add(a.len() as u64));
     if total <= MAX_CASE_ELEMENTS {
         return Ok(());
