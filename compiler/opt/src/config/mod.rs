@@ -20,6 +20,8 @@ mod target;
 use std::collections::HashMap;
 use std::fmt;
 
+use rayon::prelude::*;
+
 pub use model::{BASE_REGS, Launch, NARROW_ACCESS_COST, Work, registers, work};
 pub use target::TargetDesc;
 use tile_lang::check::{self, Bindings, Sizes};
@@ -573,40 +575,6 @@ impl Problem {
     }
 }
 
-/// `f` of every item, in order, on up to 8 threads where there are enough items to share
-/// (the configuration step estimates every candidate; they are independent).
-fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    const PER_THREAD: usize = 4;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8)
-        .min(items.len() / PER_THREAD);
-    if threads <= 1 {
-        return items.iter().map(f).collect();
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut done: Vec<(usize, R)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break out };
-                        out.push((i, f(item)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
-}
-
 /// A candidate's verdict by its estimate alone: over the register budget, over the shared
 /// memory limit, else feasible (`Slower(1.0)` until compared).
 fn verdict_of(e: &Estimate, t: &TargetDesc) -> Verdict {
@@ -949,8 +917,9 @@ pub fn choose_with(
     let pins = prob.constraint_pins(pins);
     let (configs, tuned) = candidates_on(src, file, kernel, &pins, &prob)?;
     let max_warps = t.target.max_threads_per_block / t.target.warp_size;
-    let computed = check::find_kernel(file, kernel).map_or_else(Vec::new, check::launch::computed_names);
-    let requires = check::find_kernel(file, kernel).map_or_else(Vec::new, check::launch::requirements);
+    let def = check::find_kernel(file, kernel);
+    let computed = def.map_or_else(Vec::new, check::launch::computed_names);
+    let requires = def.map_or_else(Vec::new, check::launch::requirements);
     let mut cands = Vec::new();
     let mut splittable = Vec::new();
     let mut checked: Vec<(Bindings, Result<Kernel, String>)> = Vec::new();
@@ -1034,10 +1003,14 @@ pub fn choose_with(
     // Clauses that every candidate breaks say nothing about the choice (the launch, or the
     // default problem, breaks them whatever the values): the launch's own check reports them.
     let requires_choose = pending.iter().any(|(_, _, broken)| broken.is_none());
-    let estimates = parallel_map(&pending, |(i, launch, _)| {
-        let (c, k) = (&cands[*i], cands[*i].kernel.as_ref().expect("a checked candidate"));
-        estimate(k, c.config.num_warps, c.config.num_stages, c.config.split, launch, t)
-    });
+    // The estimates are independent: rayon's pool shares them out.
+    let estimates: Vec<Estimate> = pending
+        .par_iter()
+        .map(|(i, launch, _)| {
+            let (c, k) = (&cands[*i], cands[*i].kernel.as_ref().expect("a checked candidate"));
+            estimate(k, c.config.num_warps, c.config.num_stages, c.config.split, launch, t)
+        })
+        .collect();
     for ((i, launch, broken), e) in pending.into_iter().zip(estimates) {
         let c = &mut cands[i];
         c.verdict = match broken {
